@@ -1,0 +1,210 @@
+/*
+ * core.h — internal types shared by every stage: arenas, the context,
+ * tensors and their storage, primitive parameters, graph nodes, errors.
+ *
+ * Module prefixes: arena_ (arena.c), ctx_/err (ctx.c), tensor_ (tensor.c),
+ * prim_ (prim.c), interp_ (interp.c), graph_ (graph.c), expr_/dim_ (expr.c),
+ * dt_ (dtype.c). Everything else is static in its file.
+ */
+#ifndef KN_CORE_H
+#define KN_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln.h"
+#include "ops.h"
+
+#define KN_ASSERT(c) ((c) ? (void)0 : kn_assert_fail(__FILE__, __LINE__, #c))
+void kn_assert_fail(const char *file, int line, const char *cond);
+
+/* ---- allocation: every byte goes through the context's hook ---- */
+void *kn_alloc(kn_ctx *ctx, size_t n);           /* NULL on failure, no error set */
+void *kn_realloc(kn_ctx *ctx, void *p, size_t o, size_t n);
+void kn_dealloc(kn_ctx *ctx, void *p, size_t n);
+int kn_mul_overflows(size_t a, size_t b, size_t *out); /* 1 if a * b overflows */
+
+/* ---- arenas: compile-time structures, freed in one call ---- */
+typedef struct ArenaBlock ArenaBlock;
+typedef struct {
+    kn_ctx *ctx;
+    ArenaBlock *head;
+    size_t used, total; /* bytes handed out, bytes held */
+} Arena;
+
+void arena_init(Arena *a, kn_ctx *ctx);
+void *arena_alloc(Arena *a, size_t n);          /* zeroed, 16-aligned; NULL on failure */
+void *arena_grow(Arena *a, void *p, size_t o, size_t n); /* copy into a larger block */
+void arena_free(Arena *a);                      /* everything at once */
+
+/* ---- dims: a concrete size (>= 0) or a symbolic expression (< 0) ---- */
+typedef int64_t Dim;
+#define DIM_IS_SYM(d) ((d) < 0)
+
+/* ---- dtypes ---- */
+int dt_is_float(kn_dtype dt);
+int dt_is_int(kn_dtype dt); /* integer, not bool */
+double dt_load(kn_dtype dt, const void *p);     /* one element as double */
+int64_t dt_load_i(kn_dtype dt, const void *p);  /* one element as int64 (floats truncate) */
+void dt_store(kn_dtype dt, void *p, double v);
+void dt_store_i(kn_dtype dt, void *p, int64_t v);
+float dt_half_to_float(uint16_t h);
+uint16_t dt_float_to_half(float f);
+float dt_bf16_to_float(uint16_t h);
+uint16_t dt_float_to_bf16(float f);
+
+/* ---- primitive parameters: zeroed, then the fields an op reads ---- */
+typedef struct {
+    int64_t i[2 * KN_MAX_DIMS]; /* axes mask, shape, perm, slice, pad pairs */
+    double f;                   /* full value, pad value */
+    uint64_t seed, ctr;         /* rand: key and counter base */
+    int32_t axis;               /* iota axis */
+    uint8_t dtype;              /* cast, full, iota, rand, input */
+    uint8_t n;                  /* entries of i in use */
+} Params;
+
+/* SLICE: i[0] dim, i[1] start, i[2] count, i[3] step (nonzero, may be < 0).
+ * PAD:   i[2d], i[2d+1] before/after for dim d (>= 0), f the value.
+ * GATHER/SCATTER_ADD: i[0] dim. REDUCE: i[d] != 0 reduces dim d.
+ * RESHAPE/EXPAND/CREATE: i[0..n) the shape. PERMUTE: i[0..n) the order. */
+
+/* ---- tensors ---- */
+typedef struct {
+    void *data;
+    size_t bytes;
+    int refs;
+} Storage;
+
+enum {
+    TF_KEPT = 1,     /* survives scope ends */
+    TF_PARAM = 2,    /* a parameter (kn_param) */
+    TF_WRAPPED = 4,  /* a Python-number scalar: weakest in promotion */
+    TF_REQGRAD = 8   /* requires grad */
+};
+
+struct kn_tensor {
+    uint8_t dtype, ndim, flags;
+    int64_t shape[KN_MAX_DIMS];
+    int64_t stride[KN_MAX_DIMS]; /* elements */
+    int64_t offset;              /* elements */
+    Storage *st;                 /* NULL for a traced (symbolic) tensor */
+    uint32_t node;               /* graph node while tracing, else 0 */
+    int scope;                   /* scope depth when made; 0 after kn_keep */
+    kn_tensor *prev, *next;      /* the context's list of live tensors */
+    kn_tensor *grad;             /* autodiff */
+    void *grad_fn;               /* autodiff: the tape entry that made it */
+};
+
+/* ---- graph: flat node array, interned ---- */
+typedef struct {
+    uint16_t op;
+    uint8_t dtype, ndim, nsrc;
+    Dim shape[KN_MAX_DIMS];
+    uint32_t src[3];
+    Params p;
+} Node;
+
+typedef struct {
+    kn_ctx *ctx;
+    Arena arena;
+    Node *nodes;      /* node 0 is a reserved "none" */
+    uint32_t n, cap;
+    uint32_t *hash;   /* open addressing, 0 = empty */
+    uint32_t hcap;
+    uint32_t ninputs;
+} Graph;
+
+Graph *graph_new(kn_ctx *ctx);
+void graph_free(Graph *g);
+uint32_t graph_add(Graph *g, const Node *n); /* interned; 0 on out of memory */
+int graph_verify(kn_ctx *ctx, const Graph *g); /* 0 ok, else error set */
+size_t graph_dump(const Graph *g, char *buf, size_t cap); /* text; returns length needed */
+
+/* ---- the context ---- */
+struct kn_ctx {
+    kn_alloc_fn alloc;
+    void *alloc_user;
+    kn_status status;
+    char err[512];
+    const char *op;          /* outermost public op running, for messages */
+    int scope;               /* open scope depth */
+    kn_tensor *live;         /* newest first */
+    size_t live_bytes, live_tensors;
+    uint64_t seed, rng_ctr;  /* Philox key and next counter */
+    Graph *trace;            /* non-NULL: prims record nodes instead of running */
+    void (*log)(void *user, const char *line);
+    void *log_user;
+    int grad_enabled;
+};
+
+/* ---- errors ---- */
+void *kn_err(kn_ctx *ctx, kn_status s, const char *fmt, ...);  /* returns NULL */
+kn_status kn_errs(kn_ctx *ctx, kn_status s, const char *fmt, ...); /* returns s */
+void *kn_err_null(kn_ctx *ctx, const char *operand);           /* NULL operand */
+const char *op_enter(kn_ctx *ctx, const char *name);
+void op_leave(kn_ctx *ctx, const char *saved);
+kn_tensor *op_leave_with(kn_ctx *ctx, const char *saved, kn_tensor *v);
+
+/* Public ops open with ENTER and return through LEAVE so that errors raised
+ * deep inside name the op the user called. LEAVE is a function call so that
+ * its argument, which may itself raise the error, is evaluated first. */
+#define ENTER(ctx, name) \
+    if (!(ctx)) return NULL; \
+    const char *kn_saved_op_ = op_enter((ctx), (name))
+#define LEAVE(ctx, v) op_leave_with((ctx), kn_saved_op_, (v))
+
+/* ---- tensors (tensor.c) ---- */
+kn_tensor *tensor_new(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape); /* contiguous, uninit */
+kn_tensor *tensor_view(kn_ctx *ctx, kn_tensor *base, int ndim, const int64_t *shape,
+                       const int64_t *stride, int64_t offset);
+kn_tensor *tensor_symbolic(kn_ctx *ctx, kn_dtype dt, int ndim, const Dim *shape, uint32_t node);
+void tensor_contig_strides(int ndim, const int64_t *shape, int64_t *stride);
+int64_t tensor_numel(int ndim, const int64_t *shape);
+int tensor_check_size(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, size_t *bytes);
+void *tensor_ptr(const kn_tensor *t, int64_t elem_offset); /* data + elem_offset * size */
+int tensor_check(kn_ctx *ctx, kn_tensor *t, const char *operand); /* 0 if NULL (error set) */
+int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what); /* -1 on error */
+
+/* ---- primitives (prim.c): shape rule, then trace or run ---- */
+kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p);
+kn_tensor *prim1(kn_ctx *ctx, Op op, kn_tensor *a);
+kn_tensor *prim2(kn_ctx *ctx, Op op, kn_tensor *a, kn_tensor *b);
+kn_status prim_shape(kn_ctx *ctx, Op op, int nsrc, const uint8_t *dts, const uint8_t *ndims,
+                     const Dim *const *shapes, const Params *p, uint8_t *odt, uint8_t *ondim, Dim *oshape);
+
+/* convenience constructors for composites; all return NULL on error */
+kn_tensor *p_reshape(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape);
+kn_tensor *p_permute(kn_ctx *ctx, kn_tensor *x, const int *perm);
+kn_tensor *p_expand(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape);
+kn_tensor *p_slice(kn_ctx *ctx, kn_tensor *x, int dim, int64_t start, int64_t count, int64_t step);
+kn_tensor *p_pad(kn_ctx *ctx, kn_tensor *x, const int64_t *before, const int64_t *after, double value);
+kn_tensor *p_reduce(kn_ctx *ctx, Op op, kn_tensor *x, const int *dims, int ndims); /* keepdim */
+kn_tensor *p_cast(kn_ctx *ctx, kn_tensor *x, kn_dtype dt);
+kn_tensor *p_full(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, double v);
+kn_tensor *p_iota(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, int axis);
+kn_tensor *p_rand(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape);
+kn_tensor *p_gather(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx);
+kn_tensor *p_scatter_add(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx, kn_tensor *src);
+kn_tensor *p_where(kn_ctx *ctx, kn_tensor *c, kn_tensor *a, kn_tensor *b);
+kn_tensor *p_dot(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+int prim_can_view(const kn_tensor *x, int ndim, const int64_t *shape); /* reshape without a copy? */
+
+/* ---- interpreter (interp.c): run one primitive on concrete tensors ---- */
+kn_status interp_run(kn_ctx *ctx, Op op, kn_tensor *out, kn_tensor *const *src, const Params *p);
+void interp_philox(uint64_t key, uint64_t ctr, uint32_t out[4]);
+
+/* ---- helpers for composites (decomp.c) ---- */
+kn_dtype promote_types(kn_dtype a, kn_dtype b);    /* torch.promote_types */
+kn_dtype result_type(int n, kn_tensor *const *xs); /* PyTorch's three-tier rule */
+kn_dtype float_of(kn_dtype dt);                    /* dt if float, else f32 */
+const char *fmt_shape(char *buf, size_t cap, const kn_tensor *t); /* "(2, 3)" */
+int broadcast_shapes(kn_ctx *ctx, int n, kn_tensor *const *xs, int64_t *out); /* ndim or -1 */
+kn_tensor *broadcast_to(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape);
+int broadcast_cast(kn_ctx *ctx, int n, kn_tensor **xs, kn_dtype dt); /* in place; 0 on error */
+kn_tensor *c_scalar(kn_ctx *ctx, kn_dtype dt, double v);  /* 0-d constant */
+kn_tensor *bin(kn_ctx *ctx, Op op, kn_tensor *a, kn_tensor *b, kn_dtype dt); /* broadcast, cast, op */
+kn_tensor *binc(kn_ctx *ctx, Op op, kn_tensor *x, double v);  /* x op constant, x's dtype */
+kn_tensor *truth(kn_ctx *ctx, kn_tensor *x);               /* x != 0 as bool */
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * ctx.c — the context: the allocator hook, errors, logging, the op-name
+ * stack used in messages, and scopes.
+ *
+ * Errors: bad input sets ctx->status and a message "kn_OP: what was wrong"
+ * and the op returns NULL (or a status). The message of the first failure in
+ * a nested call survives: a NULL operand does not overwrite a pending error.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "../port/port.h"
+
+void kn_assert_fail(const char *file, int line, const char *cond)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "kiln: internal error at %s:%d: %s", file, line, cond);
+    port_log(buf);
+    abort();
+}
+
+static void *libc_alloc(void *user, void *ptr, size_t osize, size_t nsize)
+{
+    (void)user;
+    (void)osize;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
+void *kn_alloc(kn_ctx *ctx, size_t n) { return n ? ctx->alloc(ctx->alloc_user, NULL, 0, n) : NULL; }
+
+void *kn_realloc(kn_ctx *ctx, void *p, size_t o, size_t n) { return ctx->alloc(ctx->alloc_user, p, o, n); }
+
+void kn_dealloc(kn_ctx *ctx, void *p, size_t n)
+{
+    if (p) ctx->alloc(ctx->alloc_user, p, n, 0);
+}
+
+int kn_mul_overflows(size_t a, size_t b, size_t *out)
+{
+    if (a && b > SIZE_MAX / a) return 1;
+    *out = a * b;
+    return 0;
+}
+
+kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
+{
+    kn_alloc_fn fn = opts && opts->alloc ? opts->alloc : libc_alloc;
+    void *user = opts ? opts->alloc_user : NULL;
+    kn_ctx *ctx = fn(user, NULL, 0, sizeof *ctx);
+    if (!ctx) return NULL;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->alloc = fn;
+    ctx->alloc_user = user;
+    ctx->seed = opts ? opts->seed : 0;
+    ctx->grad_enabled = 1;
+    return ctx;
+}
+
+void kn_ctx_free(kn_ctx *ctx)
+{
+    if (!ctx) return;
+    while (ctx->live) kn_free(ctx, ctx->live);
+    if (ctx->trace) graph_free(ctx->trace);
+    ctx->alloc(ctx->alloc_user, ctx, sizeof *ctx, 0);
+}
+
+const char *kn_last_error(const kn_ctx *ctx)
+{
+    if (!ctx) return "kiln: NULL context (kn_ctx_new failed or was not called)";
+    return ctx->err;
+}
+
+kn_status kn_last_status(const kn_ctx *ctx) { return ctx ? ctx->status : KN_EINVAL; }
+
+void kn_clear_error(kn_ctx *ctx)
+{
+    if (!ctx) return;
+    ctx->status = KN_OK;
+    ctx->err[0] = 0;
+}
+
+void kn_set_log(kn_ctx *ctx, void (*fn)(void *user, const char *line), void *user)
+{
+    if (!ctx) return;
+    ctx->log = fn;
+    ctx->log_user = user;
+}
+
+void kn_manual_seed(kn_ctx *ctx, uint64_t seed)
+{
+    if (!ctx) return;
+    ctx->seed = seed;
+    ctx->rng_ctr = 0;
+}
+
+static kn_status verr(kn_ctx *ctx, kn_status s, const char *fmt, va_list ap)
+{
+    int n = 0;
+    if (ctx->op) n = snprintf(ctx->err, sizeof ctx->err, "%s: ", ctx->op);
+    if (n < 0 || (size_t)n >= sizeof ctx->err) n = 0;
+    vsnprintf(ctx->err + n, sizeof ctx->err - (size_t)n, fmt, ap);
+    ctx->status = s;
+    return s;
+}
+
+void *kn_err(kn_ctx *ctx, kn_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verr(ctx, s, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+kn_status kn_errs(kn_ctx *ctx, kn_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verr(ctx, s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void *kn_err_null(kn_ctx *ctx, const char *operand)
+{
+    if (ctx->status != KN_OK) return NULL; /* an earlier failure made the NULL */
+    return kn_err(ctx, KN_EINVAL, "operand '%s' is NULL", operand);
+}
+
+const char *op_enter(kn_ctx *ctx, const char *name)
+{
+    const char *saved = ctx->op;
+    if (!saved) ctx->op = name;
+    return saved;
+}
+
+void op_leave(kn_ctx *ctx, const char *saved) { ctx->op = saved; }
+
+kn_tensor *op_leave_with(kn_ctx *ctx, const char *saved, kn_tensor *v)
+{
+    ctx->op = saved;
+    return v;
+}
+
+/* ---- scopes ---- */
+
+void kn_scope_begin(kn_ctx *ctx)
+{
+    if (ctx) ctx->scope++;
+}
+
+void kn_scope_end(kn_ctx *ctx)
+{
+    if (!ctx || ctx->scope == 0) return;
+    kn_tensor *t = ctx->live, *next;
+    for (; t; t = next) {
+        next = t->next;
+        if (t->scope >= ctx->scope) kn_free(ctx, t);
+    }
+    ctx->scope--;
+}
+
+size_t kn_live_bytes(const kn_ctx *ctx) { return ctx ? ctx->live_bytes : 0; }
+size_t kn_live_tensors(const kn_ctx *ctx) { return ctx ? ctx->live_tensors : 0; }

@@ -1,0 +1,162 @@
+/*
+ * graph.c — the graph core: nodes in one flat array with 32-bit indices,
+ * interned so that identical nodes (same op, dtype, shape, sources and
+ * parameters) are one node, which makes common-subexpression elimination
+ * free. Node 0 is reserved as "none". Also a text dump and a verifier.
+ *
+ * Nodes are appended in topological order: a node's sources always have
+ * smaller indices. Memory comes from the graph's arena.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+
+Graph *graph_new(kn_ctx *ctx)
+{
+    Arena a;
+    arena_init(&a, ctx);
+    Graph *g = arena_alloc(&a, sizeof *g);
+    if (!g) return NULL;
+    g->ctx = ctx;
+    g->arena = a;
+    g->cap = 64;
+    g->hcap = 128;
+    g->nodes = arena_alloc(&g->arena, g->cap * sizeof(Node));
+    g->hash = arena_alloc(&g->arena, g->hcap * sizeof(uint32_t));
+    if (!g->nodes || !g->hash) {
+        arena_free(&g->arena);
+        return NULL;
+    }
+    g->n = 1; /* node 0: none */
+    return g;
+}
+
+void graph_free(Graph *g)
+{
+    if (!g) return;
+    Arena a = g->arena; /* g itself lives in its arena */
+    arena_free(&a);
+}
+
+/* FNV-1a over the node's bytes; nodes are built from memset-zeroed structs
+ * so padding compares equal. */
+static uint32_t node_hash(const Node *n)
+{
+    const unsigned char *p = (const unsigned char *)n;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < sizeof *n; i++) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static int rehash(Graph *g)
+{
+    uint32_t cap = g->hcap * 2;
+    uint32_t *h = arena_alloc(&g->arena, cap * sizeof *h);
+    if (!h) return 0;
+    for (uint32_t i = 1; i < g->n; i++) {
+        uint32_t k = node_hash(&g->nodes[i]) & (cap - 1);
+        while (h[k]) k = (k + 1) & (cap - 1);
+        h[k] = i;
+    }
+    g->hash = h;
+    g->hcap = cap;
+    return 1;
+}
+
+uint32_t graph_add(Graph *g, const Node *n)
+{
+    uint32_t k = node_hash(n) & (g->hcap - 1);
+    for (; g->hash[k]; k = (k + 1) & (g->hcap - 1))
+        if (memcmp(&g->nodes[g->hash[k]], n, sizeof *n) == 0) return g->hash[k];
+    if (g->n == g->cap) {
+        Node *nn = arena_grow(&g->arena, g->nodes, g->cap * sizeof(Node), 2 * g->cap * sizeof(Node));
+        if (!nn) return 0;
+        g->nodes = nn;
+        g->cap *= 2;
+    }
+    uint32_t id = g->n++;
+    g->nodes[id] = *n;
+    g->hash[k] = id;
+    if (g->n * 2 > g->hcap && !rehash(g)) return 0;
+    return id;
+}
+
+/* ---- text form: one line per node ----
+ *   %3 = add f32 (4,8) %1 %2
+ *   %5 = reduce_max f32 (4,1) %4 [0,1]           params follow in brackets
+ */
+static size_t put(char *buf, size_t cap, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, fmt, ap);
+    va_end(ap);
+    return len + (n > 0 ? (size_t)n : 0);
+}
+
+static size_t dump_params(const Node *n, char *buf, size_t cap, size_t len)
+{
+    const Params *p = &n->p;
+    if (p->n) {
+        len = put(buf, cap, len, " [");
+        for (int i = 0; i < p->n; i++) len = put(buf, cap, len, "%s%lld", i ? "," : "", (long long)p->i[i]);
+        len = put(buf, cap, len, "]");
+    }
+    if (n->op == OP_FULL || n->op == OP_PAD) len = put(buf, cap, len, " value=%.17g", p->f);
+    if (n->op == OP_IOTA) len = put(buf, cap, len, " axis=%d", p->axis);
+    if (n->op == OP_RAND) len = put(buf, cap, len, " seed=%llu ctr=%llu", (unsigned long long)p->seed,
+                                    (unsigned long long)p->ctr);
+    return len;
+}
+
+size_t graph_dump(const Graph *g, char *buf, size_t cap)
+{
+    size_t len = 0;
+    if (cap) buf[0] = 0;
+    for (uint32_t i = 1; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        len = put(buf, cap, len, "%%%u = %s %s (", i, kn_opinfo[n->op].name, kn_dtype_name((kn_dtype)n->dtype));
+        for (int d = 0; d < n->ndim; d++) {
+            if (DIM_IS_SYM(n->shape[d])) len = put(buf, cap, len, "%s#%lld", d ? "," : "", (long long)-n->shape[d]);
+            else len = put(buf, cap, len, "%s%lld", d ? "," : "", (long long)n->shape[d]);
+        }
+        len = put(buf, cap, len, ")");
+        for (int s = 0; s < n->nsrc; s++) len = put(buf, cap, len, " %%%u", n->src[s]);
+        len = dump_params(n, buf, cap, len);
+        len = put(buf, cap, len, "\n");
+    }
+    return len;
+}
+
+/* ---- verifier: sources precede their users, and each node's dtype and
+ * shape are what its shape rule gives for its sources. ---- */
+int graph_verify(kn_ctx *ctx, const Graph *g)
+{
+    for (uint32_t i = 1; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        if (n->op >= OP_COUNT) return kn_errs(ctx, KN_EINVAL, "verify: node %%%u has bad op %u", i, n->op);
+        if (n->nsrc != kn_opinfo[n->op].nsrc)
+            return kn_errs(ctx, KN_EINVAL, "verify: node %%%u (%s) has %d sources, expected %d", i,
+                           kn_opinfo[n->op].name, n->nsrc, kn_opinfo[n->op].nsrc);
+        uint8_t dts[3], nds[3], odt = 0, ond = 0;
+        const Dim *shs[3];
+        Dim osh[KN_MAX_DIMS];
+        for (int s = 0; s < n->nsrc; s++) {
+            if (n->src[s] == 0 || n->src[s] >= i)
+                return kn_errs(ctx, KN_EINVAL, "verify: node %%%u source %d (%%%u) does not precede it", i, s, n->src[s]);
+            const Node *m = &g->nodes[n->src[s]];
+            dts[s] = m->dtype, nds[s] = m->ndim, shs[s] = m->shape;
+        }
+        if (n->op == OP_INPUT) continue;
+        if (prim_shape(ctx, (Op)n->op, n->nsrc, dts, nds, shs, &n->p, &odt, &ond, osh) != KN_OK) {
+            char why[sizeof ctx->err];
+            snprintf(why, sizeof why, "%s", ctx->err);
+            return kn_errs(ctx, KN_EINVAL, "verify: node %%%u: %s", i, why);
+        }
+        if (odt != n->dtype || ond != n->ndim || memcmp(osh, n->shape, ond * sizeof(Dim)) != 0)
+            return kn_errs(ctx, KN_EINVAL, "verify: node %%%u (%s) records a dtype or shape its rule does not give", i,
+                           kn_opinfo[n->op].name);
+    }
+    return 0;
+}

@@ -1,0 +1,291 @@
+/*
+ * kiln.h — the public interface of kiln, a small torch.compile in C99.
+ *
+ * A worked example: one eager step of f(x) = relu(x W^T + b), read back.
+ *
+ *     kn_ctx *ctx = kn_ctx_new(NULL);                  // zeroed options: defaults
+ *     int64_t xs[2] = {4, 3}, ws[2] = {2, 3}, bs[1] = {2};
+ *     kn_tensor *x = kn_randn(ctx, KN_F32, 2, xs);     // (4, 3)
+ *     kn_tensor *w = kn_randn(ctx, KN_F32, 2, ws);     // (2, 3)
+ *     kn_tensor *b = kn_zeros(ctx, KN_F32, 1, bs);     // (2)
+ *
+ *     kn_scope_begin(ctx);                             // temporaries from here on
+ *     kn_tensor *y = kn_relu(ctx, kn_linear(ctx, x, w, b));   // (4, 2)
+ *     float out[8];
+ *     if (!y || kn_read(ctx, y, out, sizeof out) != KN_OK)
+ *         fprintf(stderr, "%s\n", kn_last_error(ctx));  // e.g. "kn_linear: ..."
+ *     kn_scope_end(ctx);                               // frees y and the hidden temporaries
+ *
+ *     kn_ctx_free(ctx);                                // frees everything else
+ *
+ * Conventions
+ * - Every op takes the context first and returns a new tensor handle, or NULL
+ *   on bad input with a message in kn_last_error() naming the op, the operand
+ *   and the dimension. A NULL operand is itself an error, so calls can be
+ *   nested and the first message survives.
+ * - Tensors are owned by the context. Each belongs to the innermost open scope
+ *   when it was made; kn_scope_end() releases it unless it was kept
+ *   (kn_keep) or is a parameter. kn_ctx_free() releases all of them.
+ * - Dimensions follow PyTorch: negative dims count from the end; broadcasting
+ *   and type promotion are PyTorch's.
+ * - Option structs: all-zero means PyTorch's defaults.
+ * - The library never exits, aborts or prints on bad input.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KN_VERSION "0.1.0"
+#define KN_MAX_DIMS 8
+#define KN_NODIM (-2147483647 - 1) /* "no dim": reduce or squeeze over all dims */
+
+typedef struct kn_ctx kn_ctx;
+typedef struct kn_tensor kn_tensor;
+
+typedef enum {
+    KN_F32,  /* default float */
+    KN_F64,  /* oracle and gradient checks */
+    KN_F16,  /* stored as IEEE half, computed in f32 */
+    KN_BF16, /* stored as bfloat16, computed in f32 */
+    KN_I32,
+    KN_I64,  /* indices */
+    KN_BOOL, /* one byte, 0 or 1 */
+    KN_U8,
+    KN_NDTYPES
+} kn_dtype;
+
+typedef enum {
+    KN_OK,          /* success */
+    KN_EINVAL,      /* bad argument: NULL handle, bad dim, bad parameter */
+    KN_ESHAPE,      /* shapes that do not match or broadcast */
+    KN_EDTYPE,      /* dtype not accepted by the op */
+    KN_EINDEX,      /* index out of range (gather, embedding, ...) */
+    KN_ENOMEM,      /* the allocator said no, or a size overflowed */
+    KN_EIO,         /* file I/O */
+    KN_EUNSUPPORTED /* valid but not implemented */
+} kn_status;
+
+/* The allocator hook, as lua_Alloc: ptr == NULL allocates, nsize == 0 frees
+ * (and returns NULL), otherwise reallocates. Returning NULL on an allocation
+ * is an out-of-memory error that kiln reports and survives. */
+typedef void *(*kn_alloc_fn)(void *user, void *ptr, size_t osize, size_t nsize);
+
+typedef struct {
+    kn_alloc_fn alloc; /* NULL: libc malloc/realloc/free */
+    void *alloc_user;
+    uint64_t seed;     /* random seed for kn_rand/kn_randn/dropout; 0 is a valid seed */
+} kn_ctx_opts;
+
+/* ---- context and errors ---- */
+kn_ctx *kn_ctx_new(const kn_ctx_opts *opts); /* NULL opts: defaults; NULL if out of memory */
+void kn_ctx_free(kn_ctx *ctx);
+const char *kn_last_error(const kn_ctx *ctx); /* "" when no error is pending */
+kn_status kn_last_status(const kn_ctx *ctx);
+void kn_clear_error(kn_ctx *ctx);
+void kn_set_log(kn_ctx *ctx, void (*fn)(void *user, const char *line), void *user);
+void kn_manual_seed(kn_ctx *ctx, uint64_t seed);
+const char *kn_dtype_name(kn_dtype dt);
+size_t kn_dtype_size(kn_dtype dt);
+
+/* ---- scopes and lifetime ---- */
+void kn_scope_begin(kn_ctx *ctx);
+void kn_scope_end(kn_ctx *ctx);          /* frees tensors made since the matching begin */
+kn_tensor *kn_keep(kn_ctx *ctx, kn_tensor *t); /* survive every scope end; returns t */
+void kn_free(kn_ctx *ctx, kn_tensor *t);       /* release one tensor now */
+size_t kn_live_bytes(const kn_ctx *ctx);       /* bytes of tensor storage held now */
+size_t kn_live_tensors(const kn_ctx *ctx);
+
+/* ---- creation and reading ---- */
+kn_tensor *kn_tensor_from(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, const void *data);
+kn_tensor *kn_scalar(kn_ctx *ctx, double v);      /* a Python float: 0-d, weakest in type promotion */
+kn_tensor *kn_scalar_int(kn_ctx *ctx, int64_t v); /* a Python int */
+kn_tensor *kn_zeros(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape);
+kn_tensor *kn_ones(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape);
+kn_tensor *kn_full(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, double value);
+kn_tensor *kn_arange(kn_ctx *ctx, kn_dtype dt, double start, double end, double step);
+kn_tensor *kn_rand(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape);  /* U[0, 1) */
+kn_tensor *kn_randn(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape); /* N(0, 1) */
+/* Copy t's elements, row-major, in t's dtype into dst (bytes must be >= numel * size). */
+kn_status kn_read(kn_ctx *ctx, kn_tensor *t, void *dst, size_t bytes);
+kn_status kn_item(kn_ctx *ctx, kn_tensor *t, double *out); /* t must hold one element */
+
+int kn_ndim(const kn_tensor *t);
+const int64_t *kn_shape(const kn_tensor *t);
+const int64_t *kn_strides(const kn_tensor *t); /* in elements */
+kn_dtype kn_dtype_of(const kn_tensor *t);
+int64_t kn_numel(const kn_tensor *t);
+int kn_is_contiguous(const kn_tensor *t);
+
+/* ---- pointwise ---- */
+kn_tensor *kn_add(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_sub(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_mul(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_div(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);  /* true division */
+kn_tensor *kn_pow(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_fmod(kn_ctx *ctx, kn_tensor *a, kn_tensor *b); /* C fmod: sign of a */
+kn_tensor *kn_minimum(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_maximum(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_neg(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_abs(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_sign(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_exp(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_log(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_sqrt(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_rsqrt(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_reciprocal(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_square(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_sin(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_cos(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_tanh(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_erf(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_floor(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_ceil(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_round(kn_ctx *ctx, kn_tensor *x); /* half to even, as torch.round */
+kn_tensor *kn_clamp(kn_ctx *ctx, kn_tensor *x, double lo, double hi); /* +-INFINITY: no bound */
+kn_tensor *kn_eq(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_ne(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_lt(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_le(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_gt(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_ge(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_logical_and(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_logical_or(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_logical_xor(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_logical_not(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_where(kn_ctx *ctx, kn_tensor *cond, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_masked_fill(kn_ctx *ctx, kn_tensor *x, kn_tensor *mask, double value);
+kn_tensor *kn_to(kn_ctx *ctx, kn_tensor *x, kn_dtype dt); /* cast */
+
+/* ---- reductions: dims/ndims select axes (ndims == 0: all axes) ---- */
+kn_tensor *kn_sum(kn_ctx *ctx, kn_tensor *x, const int *dims, int ndims, int keepdim);
+kn_tensor *kn_mean(kn_ctx *ctx, kn_tensor *x, const int *dims, int ndims, int keepdim);
+kn_tensor *kn_prod(kn_ctx *ctx, kn_tensor *x, int dim, int keepdim); /* dim KN_NODIM: all */
+kn_tensor *kn_amax(kn_ctx *ctx, kn_tensor *x, const int *dims, int ndims, int keepdim);
+kn_tensor *kn_amin(kn_ctx *ctx, kn_tensor *x, const int *dims, int ndims, int keepdim);
+kn_tensor *kn_var(kn_ctx *ctx, kn_tensor *x, const int *dims, int ndims, int correction, int keepdim);
+kn_tensor *kn_std(kn_ctx *ctx, kn_tensor *x, const int *dims, int ndims, int correction, int keepdim);
+kn_tensor *kn_logsumexp(kn_ctx *ctx, kn_tensor *x, const int *dims, int ndims, int keepdim);
+kn_tensor *kn_argmax(kn_ctx *ctx, kn_tensor *x, int dim, int keepdim); /* KN_NODIM: flattened */
+kn_tensor *kn_argmin(kn_ctx *ctx, kn_tensor *x, int dim, int keepdim);
+kn_tensor *kn_cumsum(kn_ctx *ctx, kn_tensor *x, int dim);
+
+/* ---- shape and indexing (views where PyTorch makes views) ---- */
+kn_tensor *kn_reshape(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape); /* one -1 allowed */
+kn_tensor *kn_view(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape);    /* no copy, or an error */
+kn_tensor *kn_flatten(kn_ctx *ctx, kn_tensor *x, int start_dim, int end_dim);
+kn_tensor *kn_squeeze(kn_ctx *ctx, kn_tensor *x, int dim); /* KN_NODIM: every size-1 dim */
+kn_tensor *kn_unsqueeze(kn_ctx *ctx, kn_tensor *x, int dim);
+kn_tensor *kn_transpose(kn_ctx *ctx, kn_tensor *x, int dim0, int dim1);
+kn_tensor *kn_permute(kn_ctx *ctx, kn_tensor *x, const int *perm); /* perm has ndim entries */
+kn_tensor *kn_expand(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape); /* -1 keeps */
+kn_tensor *kn_contiguous(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_slice(kn_ctx *ctx, kn_tensor *x, int dim, int64_t start, int64_t stop, int64_t step);
+kn_tensor *kn_narrow(kn_ctx *ctx, kn_tensor *x, int dim, int64_t start, int64_t length);
+kn_tensor *kn_pad(kn_ctx *ctx, kn_tensor *x, int npad, const int64_t *pad, double value); /* F.pad constant */
+kn_tensor *kn_cat(kn_ctx *ctx, kn_tensor *const *xs, int n, int dim);
+kn_tensor *kn_stack(kn_ctx *ctx, kn_tensor *const *xs, int n, int dim);
+/* split/chunk write up to max_out handles into out and return how many
+ * pieces there are (more than max_out: nothing written), or -1 on error. */
+int kn_split(kn_ctx *ctx, kn_tensor *x, int64_t split_size, int dim, kn_tensor **out, int max_out);
+int kn_chunk(kn_ctx *ctx, kn_tensor *x, int chunks, int dim, kn_tensor **out, int max_out);
+kn_tensor *kn_index_select(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *index);
+kn_tensor *kn_gather(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *index);
+kn_tensor *kn_scatter_add(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *index, kn_tensor *src);
+kn_tensor *kn_triu(kn_ctx *ctx, kn_tensor *x, int64_t diagonal);
+kn_tensor *kn_tril(kn_ctx *ctx, kn_tensor *x, int64_t diagonal);
+kn_tensor *kn_one_hot(kn_ctx *ctx, kn_tensor *index, int64_t num_classes); /* -1: max + 1 */
+
+/* ---- linear algebra ---- */
+kn_tensor *kn_matmul(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_bmm(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
+kn_tensor *kn_linear(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b); /* b may be NULL */
+
+/* ---- convolution and pooling (NCHW) ---- */
+typedef struct {
+    int stride[2];         /* 0: 1 */
+    int padding[2];
+    int dilation[2];       /* 0: 1 */
+    int output_padding[2]; /* conv_transpose2d only */
+    int groups;            /* 0: 1 */
+} kn_conv_opts;            /* conv1d reads element [0] of each pair */
+
+typedef struct {
+    int kernel[2];
+    int stride[2];   /* 0: the kernel size */
+    int padding[2];
+    int dilation[2]; /* 0: 1; max_pool2d only */
+    int ceil_mode;
+    int exclude_pad; /* avg_pool2d: count_include_pad = !exclude_pad */
+    int divisor;     /* avg_pool2d: divisor_override, 0: none */
+} kn_pool_opts;
+
+kn_tensor *kn_conv1d(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o);
+kn_tensor *kn_conv2d(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o);
+kn_tensor *kn_conv_transpose2d(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o);
+kn_tensor *kn_max_pool2d(kn_ctx *ctx, kn_tensor *x, const kn_pool_opts *o);
+kn_tensor *kn_avg_pool2d(kn_ctx *ctx, kn_tensor *x, const kn_pool_opts *o);
+kn_tensor *kn_adaptive_avg_pool2d(kn_ctx *ctx, kn_tensor *x, int64_t out_h, int64_t out_w);
+
+/* ---- normalisation ---- */
+/* training: batch statistics, and running_mean/var (if given) are updated in
+ * place with momentum (0: PyTorch's 0.1); eps 0: 1e-5. */
+kn_tensor *kn_batch_norm(kn_ctx *ctx, kn_tensor *x, kn_tensor *running_mean, kn_tensor *running_var,
+                         kn_tensor *weight, kn_tensor *bias, int training, double momentum, double eps);
+kn_tensor *kn_layer_norm(kn_ctx *ctx, kn_tensor *x, int nnorm, const int64_t *normalized_shape,
+                         kn_tensor *weight, kn_tensor *bias, double eps);
+kn_tensor *kn_group_norm(kn_ctx *ctx, kn_tensor *x, int64_t groups, kn_tensor *weight, kn_tensor *bias,
+                         double eps);
+/* eps 0: the dtype's machine epsilon, as torch.nn.functional.rms_norm */
+kn_tensor *kn_rms_norm(kn_ctx *ctx, kn_tensor *x, int nnorm, const int64_t *normalized_shape,
+                       kn_tensor *weight, double eps);
+
+/* ---- activations ---- */
+kn_tensor *kn_relu(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_leaky_relu(kn_ctx *ctx, kn_tensor *x, double slope);
+kn_tensor *kn_gelu(kn_ctx *ctx, kn_tensor *x, int tanh_approx);
+kn_tensor *kn_silu(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_sigmoid(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_softplus(kn_ctx *ctx, kn_tensor *x, double beta, double threshold); /* 0, 0: 1, 20 */
+kn_tensor *kn_hardswish(kn_ctx *ctx, kn_tensor *x);
+kn_tensor *kn_elu(kn_ctx *ctx, kn_tensor *x, double alpha);
+kn_tensor *kn_softmax(kn_ctx *ctx, kn_tensor *x, int dim);
+kn_tensor *kn_log_softmax(kn_ctx *ctx, kn_tensor *x, int dim);
+
+/* ---- losses ---- */
+typedef enum { KN_REDUCE_MEAN, KN_REDUCE_SUM, KN_REDUCE_NONE } kn_reduction;
+
+typedef struct {
+    kn_reduction reduction;  /* 0: mean */
+    kn_tensor *weight;       /* per-class weight (C), or NULL */
+    int has_ignore_index;    /* 0: ignore_index is PyTorch's -100 */
+    int64_t ignore_index;
+    double label_smoothing;  /* cross_entropy only */
+} kn_loss_opts;
+
+/* input (N, C) or (N, C, d...) logits; target (N) or (N, d...) class indices (i64/i32) */
+kn_tensor *kn_cross_entropy(kn_ctx *ctx, kn_tensor *input, kn_tensor *target, const kn_loss_opts *o);
+kn_tensor *kn_nll_loss(kn_ctx *ctx, kn_tensor *logp, kn_tensor *target, const kn_loss_opts *o);
+kn_tensor *kn_mse_loss(kn_ctx *ctx, kn_tensor *input, kn_tensor *target, kn_reduction r);
+kn_tensor *kn_l1_loss(kn_ctx *ctx, kn_tensor *input, kn_tensor *target, kn_reduction r);
+kn_tensor *kn_binary_cross_entropy(kn_ctx *ctx, kn_tensor *p, kn_tensor *target, kn_tensor *weight,
+                                   kn_reduction r);
+kn_tensor *kn_binary_cross_entropy_with_logits(kn_ctx *ctx, kn_tensor *x, kn_tensor *target,
+                                               kn_tensor *weight, kn_tensor *pos_weight, kn_reduction r);
+
+/* ---- layers ---- */
+kn_tensor *kn_embedding(kn_ctx *ctx, kn_tensor *weight, kn_tensor *index);
+kn_tensor *kn_dropout(kn_ctx *ctx, kn_tensor *x, double p, int training);
+/* q (..., L, E), k (..., S, E), v (..., S, Ev); mask NULL or bool/float (..., L, S); scale 0: 1/sqrt(E) */
+kn_tensor *kn_scaled_dot_product_attention(kn_ctx *ctx, kn_tensor *q, kn_tensor *k, kn_tensor *v,
+                                           kn_tensor *mask, int is_causal, double scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

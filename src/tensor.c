@@ -1,0 +1,289 @@
+/*
+ * tensor.c — tensor handles, storage, views, lifetime and reading back.
+ *
+ * A tensor is a view (shape, strides, offset, in elements) of a refcounted
+ * storage. Every handle sits on the context's live list with the scope
+ * depth it was made in; kn_scope_end frees the handles of the scope it
+ * closes, and a storage goes when its last view goes.
+ */
+#include <string.h>
+
+#include "core.h"
+
+static void link_live(kn_ctx *ctx, kn_tensor *t)
+{
+    t->next = ctx->live;
+    if (ctx->live) ctx->live->prev = t;
+    ctx->live = t;
+    t->scope = ctx->scope;
+    ctx->live_tensors++;
+}
+
+int64_t tensor_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+void tensor_contig_strides(int ndim, const int64_t *shape, int64_t *stride)
+{
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = s;
+        s *= shape[i] > 1 ? shape[i] : 1;
+    }
+}
+
+/* Byte size of a contiguous tensor, or an error when a size is negative or
+ * the product overflows. Returns 1 if fine. */
+int tensor_check_size(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, size_t *bytes)
+{
+    if (ndim < 0 || ndim > KN_MAX_DIMS) {
+        kn_err(ctx, KN_EINVAL, "%d dims: kiln supports 0 to %d", ndim, KN_MAX_DIMS);
+        return 0;
+    }
+    if ((unsigned)dt >= KN_NDTYPES) {
+        kn_err(ctx, KN_EDTYPE, "dtype code %d is not a kn_dtype", (int)dt);
+        return 0;
+    }
+    if (ndim > 0 && !shape) {
+        kn_err(ctx, KN_EINVAL, "operand 'shape' is NULL for %d dims", ndim);
+        return 0;
+    }
+    size_t n = kn_dtype_size(dt);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            kn_err(ctx, KN_ESHAPE, "dim %d has negative size %lld", i, (long long)shape[i]);
+            return 0;
+        }
+        if ((uint64_t)shape[i] > SIZE_MAX || kn_mul_overflows(n, (size_t)shape[i], &n) ||
+            n > (size_t)INT64_MAX) {
+            kn_err(ctx, KN_ENOMEM, "shape overflows: dim %d makes the byte size exceed %zu", i,
+                   (size_t)SIZE_MAX);
+            return 0;
+        }
+    }
+    *bytes = n;
+    return 1;
+}
+
+static kn_tensor *new_handle(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
+{
+    kn_tensor *t = kn_alloc(ctx, sizeof *t);
+    if (!t) return kn_err(ctx, KN_ENOMEM, "out of memory for a tensor handle");
+    memset(t, 0, sizeof *t);
+    t->dtype = (uint8_t)dt;
+    t->ndim = (uint8_t)ndim;
+    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    link_live(ctx, t);
+    return t;
+}
+
+kn_tensor *tensor_new(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
+{
+    size_t bytes;
+    if (!tensor_check_size(ctx, dt, ndim, shape, &bytes)) return NULL;
+    Storage *st = kn_alloc(ctx, sizeof *st);
+    void *data = bytes ? kn_alloc(ctx, bytes) : NULL;
+    if (!st || (bytes && !data)) {
+        kn_dealloc(ctx, st, sizeof *st);
+        kn_dealloc(ctx, data, bytes);
+        return kn_err(ctx, KN_ENOMEM, "out of memory allocating %zu bytes", bytes);
+    }
+    st->data = data;
+    st->bytes = bytes;
+    st->refs = 1;
+    kn_tensor *t = new_handle(ctx, dt, ndim, shape);
+    if (!t) {
+        kn_dealloc(ctx, data, bytes);
+        kn_dealloc(ctx, st, sizeof *st);
+        return NULL;
+    }
+    t->st = st;
+    tensor_contig_strides(ndim, shape, t->stride);
+    ctx->live_bytes += bytes;
+    return t;
+}
+
+kn_tensor *tensor_view(kn_ctx *ctx, kn_tensor *base, int ndim, const int64_t *shape,
+                       const int64_t *stride, int64_t offset)
+{
+    kn_tensor *t = new_handle(ctx, (kn_dtype)base->dtype, ndim, shape);
+    if (!t) return NULL;
+    if (ndim) memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
+    t->offset = offset;
+    t->st = base->st;
+    t->node = base->node;
+    if (t->st) t->st->refs++;
+    return t;
+}
+
+kn_tensor *tensor_symbolic(kn_ctx *ctx, kn_dtype dt, int ndim, const Dim *shape, uint32_t node)
+{
+    kn_tensor *t = new_handle(ctx, dt, ndim, shape);
+    if (t) t->node = node;
+    return t;
+}
+
+void *tensor_ptr(const kn_tensor *t, int64_t elem_offset)
+{
+    return (char *)t->st->data + (size_t)elem_offset * kn_dtype_size((kn_dtype)t->dtype);
+}
+
+int tensor_check(kn_ctx *ctx, kn_tensor *t, const char *operand)
+{
+    if (!t) {
+        kn_err_null(ctx, operand);
+        return 0;
+    }
+    return 1;
+}
+
+int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what)
+{
+    int n = ndim > 0 ? ndim : 1; /* a 0-d tensor accepts dims 0 and -1, as PyTorch */
+    if (dim < -n || dim >= n) {
+        kn_err(ctx, KN_EINVAL, "%s %d out of range for a %d-dim tensor (expected %d to %d)", what, dim,
+               ndim, -n, n - 1);
+        return -1;
+    }
+    return dim < 0 ? dim + n : dim;
+}
+
+void kn_free(kn_ctx *ctx, kn_tensor *t)
+{
+    if (!ctx || !t) return;
+    if (t->prev) t->prev->next = t->next;
+    else ctx->live = t->next;
+    if (t->next) t->next->prev = t->prev;
+    ctx->live_tensors--;
+    if (t->st && --t->st->refs == 0) {
+        ctx->live_bytes -= t->st->bytes;
+        kn_dealloc(ctx, t->st->data, t->st->bytes);
+        kn_dealloc(ctx, t->st, sizeof *t->st);
+    }
+    kn_dealloc(ctx, t, sizeof *t);
+}
+
+kn_tensor *kn_keep(kn_ctx *ctx, kn_tensor *t)
+{
+    if (ctx && t) {
+        t->scope = 0;
+        t->flags |= TF_KEPT;
+    }
+    return t;
+}
+
+/* ---- reading ---- */
+
+int kn_ndim(const kn_tensor *t) { return t ? t->ndim : -1; }
+const int64_t *kn_shape(const kn_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *kn_strides(const kn_tensor *t) { return t ? t->stride : NULL; }
+kn_dtype kn_dtype_of(const kn_tensor *t) { return t ? (kn_dtype)t->dtype : KN_F32; }
+int64_t kn_numel(const kn_tensor *t) { return t ? tensor_numel(t->ndim, t->shape) : -1; }
+
+int kn_is_contiguous(const kn_tensor *t)
+{
+    if (!t) return 0;
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != s) return 0;
+        s *= t->shape[i];
+    }
+    return 1;
+}
+
+/* Copies t row-major into dst, element by element in t's dtype. */
+static void copy_out(const kn_tensor *t, char *dst)
+{
+    size_t es = kn_dtype_size((kn_dtype)t->dtype);
+    int64_t n = tensor_numel(t->ndim, t->shape), idx[KN_MAX_DIMS] = {0}, off = t->offset;
+    for (int64_t k = 0; k < n; k++) {
+        memcpy(dst + (size_t)k * es, tensor_ptr(t, off), es);
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            off += t->stride[d];
+            if (++idx[d] < t->shape[d]) break;
+            off -= t->stride[d] * t->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static int check_concrete(kn_ctx *ctx, kn_tensor *t)
+{
+    if (!tensor_check(ctx, t, "t")) return 0;
+    if (!t->st) {
+        kn_err(ctx, KN_EUNSUPPORTED, "tensor is symbolic (being traced): its values are not known yet");
+        return 0;
+    }
+    return 1;
+}
+
+kn_status kn_read(kn_ctx *ctx, kn_tensor *t, void *dst, size_t bytes)
+{
+    if (!ctx) return KN_EINVAL;
+    const char *saved = op_enter(ctx, "kn_read");
+    kn_status s = KN_OK;
+    size_t need = (size_t)kn_numel(t) * kn_dtype_size(kn_dtype_of(t));
+    if (!check_concrete(ctx, t)) s = ctx->status;
+    else if (!dst && need) s = kn_errs(ctx, KN_EINVAL, "operand 'dst' is NULL");
+    else if (bytes < need)
+        s = kn_errs(ctx, KN_EINVAL, "destination holds %zu bytes, the %s tensor needs %zu", bytes,
+                    kn_dtype_name(kn_dtype_of(t)), need);
+    else copy_out(t, dst);
+    op_leave(ctx, saved);
+    return s;
+}
+
+kn_status kn_item(kn_ctx *ctx, kn_tensor *t, double *out)
+{
+    if (!ctx) return KN_EINVAL;
+    const char *saved = op_enter(ctx, "kn_item");
+    kn_status s = KN_OK;
+    if (!check_concrete(ctx, t)) s = ctx->status;
+    else if (!out) s = kn_errs(ctx, KN_EINVAL, "operand 'out' is NULL");
+    else if (kn_numel(t) != 1)
+        s = kn_errs(ctx, KN_ESHAPE, "tensor has %lld elements, expected exactly 1", (long long)kn_numel(t));
+    else *out = dt_load((kn_dtype)t->dtype, tensor_ptr(t, t->offset));
+    op_leave(ctx, saved);
+    return s;
+}
+
+/* ---- creation ---- */
+
+kn_tensor *kn_tensor_from(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+    ENTER(ctx, "kn_tensor_from");
+    kn_tensor *t = tensor_new(ctx, dt, ndim, shape);
+    if (t && t->st->bytes) {
+        if (!data) {
+            kn_free(ctx, t);
+            return LEAVE(ctx, kn_err(ctx, KN_EINVAL, "operand 'data' is NULL"));
+        }
+        memcpy(t->st->data, data, t->st->bytes);
+    }
+    return LEAVE(ctx, t);
+}
+
+kn_tensor *kn_scalar(kn_ctx *ctx, double v)
+{
+    ENTER(ctx, "kn_scalar");
+    kn_tensor *t = tensor_new(ctx, KN_F64, 0, NULL);
+    if (t) {
+        dt_store(KN_F64, t->st->data, v);
+        t->flags |= TF_WRAPPED;
+    }
+    return LEAVE(ctx, t);
+}
+
+kn_tensor *kn_scalar_int(kn_ctx *ctx, int64_t v)
+{
+    ENTER(ctx, "kn_scalar_int");
+    kn_tensor *t = tensor_new(ctx, KN_I64, 0, NULL);
+    if (t) {
+        dt_store_i(KN_I64, t->st->data, v);
+        t->flags |= TF_WRAPPED;
+    }
+    return LEAVE(ctx, t);
+}
