@@ -207,4 +207,7 @@ kn_tensor *bin(kn_ctx *ctx, Op op, kn_tensor *a, kn_tensor *b, kn_dtype dt); /* 
 kn_tensor *binc(kn_ctx *ctx, Op op, kn_tensor *x, double v);  /* x op constant, x's dtype */
 kn_tensor *truth(kn_ctx *ctx, kn_tensor *x);               /* x != 0 as bool */
 
+/* ---- kiln ops (opslist.c) ---- */
+int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */
+
 #endif

@@ -1,0 +1,94 @@
+/*
+ * test_core.c — tensors, views, scopes, promotion, broadcasting and the
+ * pointwise composites on hand-checked values.
+ */
+#include "test.h"
+
+static kn_tensor *vec(kn_ctx *ctx, int n, const float *v)
+{
+    int64_t s = n;
+    return kn_tensor_from(ctx, KN_F32, 1, &s, v);
+}
+
+static void test_views(kn_ctx *ctx)
+{
+    float v[6] = {0, 1, 2, 3, 4, 5};
+    int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
+    kn_tensor *a = kn_tensor_from(ctx, KN_F32, 2, s23, v);
+    kn_tensor *t = kn_transpose(ctx, a, 0, 1);
+    CHECK(t && kn_shape(t)[0] == 3 && kn_shape(t)[1] == 2);
+    CHECK(t && !kn_is_contiguous(t));
+    float out[6];
+    CHECK(kn_read(ctx, t, out, sizeof out) == KN_OK);
+    CHECK(out[0] == 0 && out[1] == 3 && out[2] == 1 && out[5] == 5);
+    kn_tensor *r = kn_reshape(ctx, t, 2, s32);
+    CHECK(r != NULL);
+    kn_tensor *flat = kn_reshape(ctx, t, 1, (int64_t[]){-1});
+    CHECK(flat && kn_read(ctx, flat, out, sizeof out) == KN_OK && out[1] == 3 && out[4] == 2);
+    CHECK(kn_view(ctx, t, 1, (int64_t[]){6}) == NULL);
+    CHECK_ERR(ctx, "kn_view");
+}
+
+static void test_arith(kn_ctx *ctx)
+{
+    float a[3] = {1, 2, 3}, b[1] = {10};
+    kn_tensor *x = vec(ctx, 3, a), *y = vec(ctx, 1, b);
+    float out[3];
+    CHECK(kn_read(ctx, kn_add(ctx, x, y), out, sizeof out) == KN_OK && out[2] == 13);
+    CHECK(kn_read(ctx, kn_mul(ctx, x, kn_scalar(ctx, 0.5)), out, sizeof out) == KN_OK && out[1] == 1.0f);
+    int32_t iv[3] = {7, -7, 2};
+    int64_t s3 = 3;
+    kn_tensor *xi = kn_tensor_from(ctx, KN_I32, 1, &s3, iv);
+    kn_tensor *q = kn_div(ctx, xi, kn_scalar_int(ctx, 2));
+    CHECK(q && kn_dtype_of(q) == KN_F32);
+    CHECK(kn_read(ctx, q, out, sizeof out) == KN_OK && out[0] == 3.5f && out[1] == -3.5f);
+    kn_tensor *s = kn_add(ctx, xi, kn_scalar_int(ctx, 1));
+    CHECK(s && kn_dtype_of(s) == KN_I32);
+    kn_tensor *f = kn_add(ctx, xi, kn_scalar(ctx, 1.0));
+    CHECK(f && kn_dtype_of(f) == KN_F32);
+    kn_tensor *m = kn_fmod(ctx, xi, kn_scalar_int(ctx, 3));
+    int32_t mi[3];
+    CHECK(m && kn_read(ctx, m, mi, sizeof mi) == KN_OK && mi[0] == 1 && mi[1] == -1 && mi[2] == 2);
+    float rv[6] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 2.6f}, ro[6];
+    kn_tensor *rr = kn_round(ctx, vec(ctx, 6, rv));
+    CHECK(rr && kn_read(ctx, rr, ro, sizeof ro) == KN_OK);
+    CHECK(ro[0] == 0 && ro[1] == 2 && ro[2] == 2 && ro[3] == 0 && ro[4] == -2 && ro[5] == 3);
+}
+
+static void test_errors(kn_ctx *ctx)
+{
+    float a[3] = {1, 2, 3}, b[2] = {1, 2};
+    CHECK(kn_add(ctx, vec(ctx, 3, a), vec(ctx, 2, b)) == NULL);
+    CHECK_ERR(ctx, "kn_add: operand 'b' (2) does not broadcast with (3) at dim -1");
+    CHECK(kn_add(ctx, NULL, vec(ctx, 2, b)) == NULL);
+    CHECK_ERR(ctx, "kn_add: operand 'a' is NULL");
+    CHECK(kn_exp(ctx, kn_add(ctx, vec(ctx, 3, a), vec(ctx, 2, b))) == NULL);
+    CHECK_ERR(ctx, "kn_add:"); /* the first failure's message survives */
+    int64_t huge[3] = {1LL << 40, 1LL << 40, 1LL << 40};
+    CHECK(kn_zeros(ctx, KN_F32, 3, huge) == NULL);
+    CHECK_ERR(ctx, "overflow");
+}
+
+static void test_scopes(kn_ctx *ctx)
+{
+    size_t before = kn_live_tensors(ctx), bytes = kn_live_bytes(ctx);
+    for (int i = 0; i < 100; i++) {
+        kn_scope_begin(ctx);
+        int64_t s[2] = {16, 16};
+        kn_tensor *x = kn_randn(ctx, KN_F32, 2, s);
+        kn_exp(ctx, kn_add(ctx, x, x));
+        kn_scope_end(ctx);
+    }
+    CHECK(kn_live_tensors(ctx) == before && kn_live_bytes(ctx) == bytes);
+}
+
+int main(void)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    test_views(ctx);
+    test_arith(ctx);
+    test_errors(ctx);
+    test_scopes(ctx);
+    kn_ctx_free(ctx);
+    TEST_END("core");
+}
