@@ -142,6 +142,10 @@ struct kn_ctx {
 void *kn_err(kn_ctx *ctx, kn_status s, const char *fmt, ...);  /* returns NULL */
 kn_status kn_errs(kn_ctx *ctx, kn_status s, const char *fmt, ...); /* returns s */
 void *kn_err_null(kn_ctx *ctx, const char *operand);           /* NULL operand */
+/* An optional operand (bias, weight, mask) may be NULL for "absent"; but a
+ * NULL while an error is pending is the failed result of an earlier call and
+ * must not silently become "absent". 1 if the op may go on. */
+int optional_ok(const kn_ctx *ctx, const kn_tensor *t);
 const char *op_enter(kn_ctx *ctx, const char *name);
 void op_leave(kn_ctx *ctx, const char *saved);
 kn_tensor *op_leave_with(kn_ctx *ctx, const char *saved, kn_tensor *v);

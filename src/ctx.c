@@ -133,6 +133,8 @@ void *kn_err_null(kn_ctx *ctx, const char *operand)
     return kn_err(ctx, KN_EINVAL, "operand '%s' is NULL", operand);
 }
 
+int optional_ok(const kn_ctx *ctx, const kn_tensor *t) { return t != NULL || ctx->status == KN_OK; }
+
 const char *op_enter(kn_ctx *ctx, const char *name)
 {
     const char *saved = ctx->op;

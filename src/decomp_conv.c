@@ -330,6 +330,7 @@ static kn_tensor *conv_forward(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tenso
 kn_tensor *kn_conv2d(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o)
 {
     ENTER(ctx, "kn_conv2d");
+    if (!optional_ok(ctx, b)) return LEAVE(ctx, NULL);
     kn_tensor *y = conv_forward(ctx, x, w, b, o, 2);
     return LEAVE(ctx, y);
 }
@@ -337,6 +338,7 @@ kn_tensor *kn_conv2d(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, cons
 kn_tensor *kn_conv1d(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o)
 {
     ENTER(ctx, "kn_conv1d");
+    if (!optional_ok(ctx, b)) return LEAVE(ctx, NULL);
     kn_tensor *y = conv_forward(ctx, x, w, b, o, 1);
     return LEAVE(ctx, y);
 }
@@ -408,6 +410,7 @@ static kn_tensor *conv_transpose2d_op(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, k
 kn_tensor *kn_conv_transpose2d(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o)
 {
     ENTER(ctx, "kn_conv_transpose2d");
+    if (!optional_ok(ctx, b)) return LEAVE(ctx, NULL);
     kn_tensor *y = conv_transpose2d_op(ctx, x, w, b, o);
     return LEAVE(ctx, y);
 }
@@ -752,6 +755,7 @@ kn_tensor *kn_batch_norm(kn_ctx *ctx, kn_tensor *x, kn_tensor *running_mean, kn_
                          kn_tensor *weight, kn_tensor *bias, int training, double momentum, double eps)
 {
     ENTER(ctx, "kn_batch_norm");
+    if (!optional_ok(ctx, running_mean) || !optional_ok(ctx, running_var) || !optional_ok(ctx, weight) || !optional_ok(ctx, bias)) return LEAVE(ctx, NULL);
     kn_tensor *y = batch_norm_op(ctx, x, running_mean, running_var, weight, bias, training, momentum, eps);
     return LEAVE(ctx, y);
 }
@@ -804,6 +808,7 @@ kn_tensor *kn_layer_norm(kn_ctx *ctx, kn_tensor *x, int nnorm, const int64_t *no
                          kn_tensor *weight, kn_tensor *bias, double eps)
 {
     ENTER(ctx, "kn_layer_norm");
+    if (!optional_ok(ctx, weight) || !optional_ok(ctx, bias)) return LEAVE(ctx, NULL);
     kn_tensor *y = layer_norm_op(ctx, x, nnorm, normalized_shape, weight, bias, eps);
     return LEAVE(ctx, y);
 }
@@ -849,6 +854,7 @@ static kn_tensor *group_norm_op(kn_ctx *ctx, kn_tensor *x, int64_t groups, kn_te
 kn_tensor *kn_group_norm(kn_ctx *ctx, kn_tensor *x, int64_t groups, kn_tensor *weight, kn_tensor *bias, double eps)
 {
     ENTER(ctx, "kn_group_norm");
+    if (!optional_ok(ctx, weight) || !optional_ok(ctx, bias)) return LEAVE(ctx, NULL);
     kn_tensor *y = group_norm_op(ctx, x, groups, weight, bias, eps);
     return LEAVE(ctx, y);
 }
@@ -882,6 +888,7 @@ kn_tensor *kn_rms_norm(kn_ctx *ctx, kn_tensor *x, int nnorm, const int64_t *norm
                        double eps)
 {
     ENTER(ctx, "kn_rms_norm");
+    if (!optional_ok(ctx, weight)) return LEAVE(ctx, NULL);
     kn_tensor *y = rms_norm_op(ctx, x, nnorm, normalized_shape, weight, eps);
     return LEAVE(ctx, y);
 }

@@ -433,6 +433,7 @@ static int bce_in(kn_ctx *ctx, kn_tensor *x, const char *xname, kn_tensor *targe
 kn_tensor *kn_binary_cross_entropy(kn_ctx *ctx, kn_tensor *p, kn_tensor *target, kn_tensor *weight, kn_reduction r)
 {
     ENTER(ctx, "kn_binary_cross_entropy");
+    if (!optional_ok(ctx, weight)) return LEAVE(ctx, NULL);
     kn_dtype dt;
     int cdt = bce_in(ctx, p, "p", target, r, &dt);
     if (cdt < 0 || !bce_weight(ctx, &weight, "weight", p, (kn_dtype)cdt)) return LEAVE(ctx, NULL);
@@ -452,6 +453,7 @@ kn_tensor *kn_binary_cross_entropy_with_logits(kn_ctx *ctx, kn_tensor *x, kn_ten
                                                kn_tensor *pos_weight, kn_reduction r)
 {
     ENTER(ctx, "kn_binary_cross_entropy_with_logits");
+    if (!optional_ok(ctx, weight) || !optional_ok(ctx, pos_weight)) return LEAVE(ctx, NULL);
     kn_dtype dt;
     int cdt = bce_in(ctx, x, "x", target, r, &dt);
     if (cdt < 0 || !bce_weight(ctx, &weight, "weight", x, (kn_dtype)cdt) ||
@@ -540,8 +542,8 @@ static Nll nll_terms(kn_ctx *ctx, kn_tensor *logp, kn_tensor *target, kn_tensor 
     kn_tensor *safe = where_b(ctx, n.ign, c_scalar(ctx, KN_I64, 0.0), t);
     kn_tensor *lp = p_gather(ctx, logp, cd, p_reshape(ctx, safe, nd, ishape));
     lp = p_reshape(ctx, lp, tnd, target->shape);                     /* (T) logp[t] */
-    kn_tensor *wt = c_scalar(ctx, dt, 1.0);
-    if (weight) wt = p_reshape(ctx, p_gather(ctx, weight, 0, p_reshape(ctx, safe, 1, &flat)), tnd, target->shape);
+    kn_tensor *wt = weight ? p_reshape(ctx, p_gather(ctx, weight, 0, p_reshape(ctx, safe, 1, &flat)), tnd, target->shape)
+                           : c_scalar(ctx, dt, 1.0);
     n.w = where_b(ctx, n.ign, zero, wt);
     kn_tensor *wlp = weight ? bin(ctx, OP_MUL, lp, wt, dt) : lp;
     n.loss = where_b(ctx, n.ign, zero, prim1(ctx, OP_NEG, wlp));
@@ -560,9 +562,11 @@ static kn_tensor *nll_reduce(kn_ctx *ctx, kn_tensor *terms, const Nll *n, kn_red
 kn_tensor *kn_nll_loss(kn_ctx *ctx, kn_tensor *logp, kn_tensor *target, const kn_loss_opts *o)
 {
     ENTER(ctx, "kn_nll_loss");
+    if (!optional_ok(ctx, o ? o->weight : NULL)) return LEAVE(ctx, NULL);
     if (nll_check(ctx, logp, "logp", target, o)) return LEAVE(ctx, NULL);
     kn_dtype dt = (kn_dtype)logp->dtype, cdt = compute_dt(dt);
     kn_tensor *w = o && o->weight ? p_cast(ctx, o->weight, cdt) : NULL;
+    if (o && o->weight && !w) return LEAVE(ctx, NULL); /* the cast failed: not "no weight" */
     Nll n = nll_terms(ctx, p_cast(ctx, logp, cdt), target, w, o);
     return LEAVE(ctx, p_cast(ctx, nll_reduce(ctx, n.loss, &n, o ? o->reduction : KN_REDUCE_MEAN), dt));
 }
@@ -574,6 +578,7 @@ kn_tensor *kn_nll_loss(kn_ctx *ctx, kn_tensor *logp, kn_tensor *target, const kn
 kn_tensor *kn_cross_entropy(kn_ctx *ctx, kn_tensor *input, kn_tensor *target, const kn_loss_opts *o)
 {
     ENTER(ctx, "kn_cross_entropy");
+    if (!optional_ok(ctx, o ? o->weight : NULL)) return LEAVE(ctx, NULL);
     if (nll_check(ctx, input, "input", target, o)) return LEAVE(ctx, NULL);
     double eps = o ? o->label_smoothing : 0.0;
     if (!(eps >= 0 && eps <= 1))
@@ -583,6 +588,7 @@ kn_tensor *kn_cross_entropy(kn_ctx *ctx, kn_tensor *input, kn_tensor *target, co
     int cd = class_dim(input), nd = input->ndim;
     int64_t C = input->shape[cd];
     kn_tensor *w = o && o->weight ? p_cast(ctx, o->weight, cdt) : NULL;
+    if (o && o->weight && !w) return LEAVE(ctx, NULL); /* the cast failed: not "no weight" */
     kn_tensor *logp = softmax_core(ctx, p_cast(ctx, input, cdt), cd, 1); /* (N, C, d...) */
     Nll n = nll_terms(ctx, logp, target, w, o);
     kn_tensor *nll = nll_reduce(ctx, n.loss, &n, r);
@@ -697,6 +703,7 @@ kn_tensor *kn_scaled_dot_product_attention(kn_ctx *ctx, kn_tensor *q, kn_tensor 
                                            int is_causal, double scale)
 {
     ENTER(ctx, "kn_scaled_dot_product_attention");
+    if (!optional_ok(ctx, mask)) return LEAVE(ctx, NULL);
     int64_t shape[KN_MAX_DIMS];
     int nb = 0;
     if (sdpa_check(ctx, q, k, v, mask, is_causal, shape, &nb)) return LEAVE(ctx, NULL);

@@ -650,7 +650,7 @@ kn_tensor *kn_pad(kn_ctx *ctx, kn_tensor *x, int npad, const int64_t *pad, doubl
     for (int j = 0; j < npad / 2; j++) {
         int d = x->ndim - 1 - j;
         lo[d] = pad[2 * j], hi[d] = pad[2 * j + 1];
-        if (lo[d] < -lim || lo[d] > lim || hi[d] < -lim || hi[d] > lim || x->shape[d] + lo[d] + hi[d] < 0)
+        if (lo[d] < -lim || lo[d] > lim || hi[d] < -lim || hi[d] > lim || (double)x->shape[d] + (double)lo[d] + (double)hi[d] < 0)
             return LEAVE(ctx, kn_err(ctx, KN_ESHAPE, "operand 'pad' entries %d, %d: padding dim %d of size %lld by "
                                      "(%lld, %lld) gives no valid size", 2 * j, 2 * j + 1, d,
                                      (long long)x->shape[d], (long long)lo[d], (long long)hi[d]));
@@ -1086,6 +1086,7 @@ kn_tensor *kn_bmm(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)
 kn_tensor *kn_linear(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b)
 {
     ENTER(ctx, "kn_linear");
+    if (!optional_ok(ctx, b)) return LEAVE(ctx, NULL);
     if (!operand(ctx, x, "x") || !operand(ctx, w, "w") || (b && !operand(ctx, b, "b")) ||
         !same_dtype(ctx, x, w, "x", "w") || (b && !same_dtype(ctx, x, b, "x", "b")))
         return LEAVE(ctx, NULL);

@@ -22,7 +22,10 @@
  * - Every op takes the context first and returns a new tensor handle, or NULL
  *   on bad input with a message in kn_last_error() naming the op, the operand
  *   and the dimension. A NULL operand is itself an error, so calls can be
- *   nested and the first message survives.
+ *   nested and the first message survives. An error stays pending until
+ *   kn_clear_error(); while one is pending, a NULL optional operand (a bias,
+ *   weight or mask) counts as the failed result of an earlier call, never as
+ *   "absent", so a failure cannot silently drop a term.
  * - Tensors are owned by the context. Each belongs to the innermost open scope
  *   when it was made; kn_scope_end() releases it unless it was kept
  *   (kn_keep) or is a parameter. kn_ctx_free() releases all of them.
