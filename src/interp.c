@@ -335,6 +335,7 @@ void interp_philox(uint64_t key, uint64_t ctr, uint32_t out[4])
 static void run_create(Op op, kn_tensor *out, const Params *p)
 {
     int64_t n = tensor_numel(out->ndim, out->shape);
+    if (n == 0) return; /* the other dims of an empty tensor may not multiply safely */
     int64_t inner = 1;
     for (int d = p->axis + 1; d < out->ndim; d++) inner *= out->shape[d];
     int64_t axis_size = out->ndim ? out->shape[p->axis] : 1;

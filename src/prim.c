@@ -110,9 +110,14 @@ static kn_status rule_move(kn_ctx *ctx, Op op, const Sig *s, const Params *p, ui
     }
     default: /* OP_PAD */
         for (int i = 0; i < nd; i++) {
-            if (p->i[2 * i] < 0 || p->i[2 * i + 1] < 0)
-                return kn_errs(ctx, KN_EINVAL, "pad: negative padding on dim %d", i);
-            osh[i] = s->shape[i] + p->i[2 * i] + p->i[2 * i + 1];
+            int64_t lo = p->i[2 * i], hi = p->i[2 * i + 1], n = s->shape[i];
+            if (lo < 0 || hi < 0) return kn_errs(ctx, KN_EINVAL, "pad: negative padding on dim %d", i);
+            if (DIM_IS_SYM(n) && (lo || hi))
+                return kn_errs(ctx, KN_EUNSUPPORTED, "pad: padding symbolic dim %d is not supported yet", i);
+            if (lo > INT64_MAX - n || hi > INT64_MAX - n - lo)
+                return kn_errs(ctx, KN_ENOMEM, "pad: dim %d of size %lld padded by (%lld, %lld) overflows", i,
+                               (long long)n, (long long)lo, (long long)hi);
+            osh[i] = n + lo + hi;
         }
         *ondim = (uint8_t)nd;
         return KN_OK;
@@ -306,6 +311,17 @@ int prim_can_view(const kn_tensor *x, int nd, const int64_t *shape)
     return view_strides(x, nd, shape, st);
 }
 
+/* Every tensor, views included, has a byte size that fits: element counts
+ * and offsets are then safe int64 arithmetic everywhere. Symbolic dims are
+ * checked when they are bound. */
+static int shape_fits(kn_ctx *ctx, kn_dtype dt, int nd, const Dim *shape)
+{
+    size_t bytes;
+    for (int i = 0; i < nd; i++)
+        if (DIM_IS_SYM(shape[i])) return 1;
+    return tensor_check_size(ctx, dt, nd, shape, &bytes);
+}
+
 kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p)
 {
     static const char *names[3] = {"a", "b", "c"};
@@ -320,6 +336,7 @@ kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p)
         shs[i] = src[i]->shape;
     }
     if (prim_shape(ctx, op, n, dts, nds, shs, p, &odt, &ond, osh)) return NULL;
+    if (!shape_fits(ctx, (kn_dtype)odt, ond, osh)) return NULL;
     int traced = 0;
     for (int i = 0; i < n; i++) traced |= src[i]->st == NULL;
     if (ctx->trace || traced) {

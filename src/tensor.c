@@ -19,19 +19,24 @@ static void link_live(kn_ctx *ctx, kn_tensor *t)
     ctx->live_tensors++;
 }
 
+/* Sizes of a tensor that holds elements fit int64 (tensor_check_size); an
+ * empty tensor's other dims may not, so products wrap (unsigned) instead of
+ * overflowing, and their meaningless values are never used. */
 int64_t tensor_numel(int ndim, const int64_t *shape)
 {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (uint64_t)shape[i];
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) return 0;
+    return (int64_t)n;
 }
 
 void tensor_contig_strides(int ndim, const int64_t *shape, int64_t *stride)
 {
-    int64_t s = 1;
+    uint64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
-        stride[i] = s;
-        s *= shape[i] > 1 ? shape[i] : 1;
+        stride[i] = (int64_t)s;
+        s *= shape[i] > 1 ? (uint64_t)shape[i] : 1;
     }
 }
 
