@@ -33,8 +33,20 @@ $(B)/tests/%: tests/%.c tests/*.h $(B)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
 
+# What the tests need (apt-get, as root; skips what is installed).
+deps:
+	@sh tests/deps.sh
+
+# The main job for now: the README's first program and the op listing.
+demo: all $(B)/first
+	$(B)/first
+	$(B)/kiln ops | tail -n 1
+
+$(B)/first: examples/first.c $(B)/libkiln.a
+	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
+
 # Native tests, then the wasm and Cortex-M builds; one summary line for all.
-test: all $(TESTS)
+test: deps all $(TESTS)
 	+@MAKE='$(MAKE)' sh tests/run.sh native $(B) wasm $(W) arm $(A)
 
 build-tests: $(TESTS)
@@ -111,4 +123,4 @@ arm:
 cross:
 	+@MAKE='$(MAKE)' sh tests/run.sh wasm $(W) arm $(A)
 
-.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross
+.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo
