@@ -203,6 +203,7 @@ kn_dtype promote_types(kn_dtype a, kn_dtype b);    /* torch.promote_types */
 kn_dtype result_type(int n, kn_tensor *const *xs); /* PyTorch's three-tier rule */
 kn_dtype float_of(kn_dtype dt);                    /* dt if float, else f32 */
 const char *fmt_shape(char *buf, size_t cap, const kn_tensor *t); /* "(2, 3)" */
+const char *fmt_dims(char *buf, size_t cap, int n, const int64_t *dims); /* "(2, 3)" */
 int broadcast_shapes(kn_ctx *ctx, int n, kn_tensor *const *xs, int64_t *out); /* ndim or -1 */
 kn_tensor *broadcast_to(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape);
 int broadcast_cast(kn_ctx *ctx, int n, kn_tensor **xs, kn_dtype dt); /* in place; 0 on error */

@@ -17,15 +17,16 @@
 
 /* ---- helpers shared by the decomposition files ---- */
 
-const char *fmt_shape(char *buf, size_t cap, const kn_tensor *t)
+const char *fmt_dims(char *buf, size_t cap, int n, const int64_t *dims)
 {
-    size_t len = 0;
-    len += (size_t)snprintf(buf, cap, "(");
-    for (int i = 0; i < t->ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    size_t len = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)dims[i]);
     if (len < cap) snprintf(buf + len, cap - len, ")");
     return buf;
 }
+
+const char *fmt_shape(char *buf, size_t cap, const kn_tensor *t) { return fmt_dims(buf, cap, t->ndim, t->shape); }
 
 int broadcast_shapes(kn_ctx *ctx, int n, kn_tensor *const *xs, int64_t *out)
 {

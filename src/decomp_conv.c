@@ -72,14 +72,6 @@ static int same_dtype(kn_ctx *ctx, const kn_tensor *t, const char *operand, cons
                 kn_dtype_name((kn_dtype)t->dtype), kn_dtype_name((kn_dtype)x->dtype));
 }
 
-static const char *fmt_dims(char *buf, size_t cap, int n, const int64_t *dims)
-{
-    size_t len = (size_t)snprintf(buf, cap, "(");
-    for (int i = 0; i < n && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)dims[i]);
-    if (len < cap) snprintf(buf + len, cap - len, ")");
-    return buf;
-}
 
 /* An optional parameter: NULL, or a float tensor of exactly this shape. */
 static int param_operand(kn_ctx *ctx, kn_tensor *t, const char *operand, int n, const int64_t *shape)
