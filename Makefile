@@ -18,7 +18,7 @@ TESTS   := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 
 all: $(B)/libkiln.a $(B)/kiln
 
-$(B)/obj/%.o: %.c src/*.h port/port.h
+$(B)/obj/%.o: %.c src/*.h port/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -80,7 +80,7 @@ WASM_CFLAGS  := --target=wasm32-wasi $(XWARN)
 WASM_LDFLAGS := -Wl,-z,stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=268435456
 WASM_TESTS   := $(patsubst tests/%.c,$(W)/tests/%.wasm,$(CTESTS))
 
-$(W)/obj/%.o: %.c src/*.h port/port.h
+$(W)/obj/%.o: %.c src/*.h port/*.h
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_CFLAGS) -c $< -o $@
 
@@ -100,7 +100,7 @@ ARM_ARCH := -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16
 ARM_CFLAGS  := $(ARM_ARCH) $(XWARN) -ffunction-sections -fdata-sections
 ARM_LDFLAGS := $(ARM_ARCH) --specs=rdimon.specs -T tests/cross/cortex-m.ld -Wl,--gc-sections
 
-$(A)/obj/%.o: %.c src/*.h port/port.h
+$(A)/obj/%.o: %.c src/*.h port/*.h
 	@mkdir -p $(dir $@)
 	$(ARM_CC) $(ARM_CFLAGS) -c $< -o $@
 

@@ -1,0 +1,84 @@
+/*
+ * stdio_port.h — the parts of a port that C's stdio and POSIX clocks give:
+ * included by posix.c and wasm.c, which differ only in threads, the cpu count
+ * and how the temporary file of an atomic write is named.
+ */
+#ifndef KN_STDIO_PORT_H
+#define KN_STDIO_PORT_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "port.h"
+
+uint64_t port_now_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void port_log(const char *s) { fprintf(stderr, "%s\n", s); }
+
+int port_read_file(const char *path, void **data, size_t *size, char *why)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, 128, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        snprintf(why, 128, "%s", bad ? "read error" : "out of memory");
+        return -1;
+    }
+    *data = buf;
+    *size = n;
+    return 0;
+}
+
+/* Writes path.tmp.<id>, then renames it over path. */
+static int stdio_write_file(const char *path, const void *data, size_t size, char *why, unsigned long id)
+{
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 32);
+    if (!tmp) {
+        snprintf(why, 128, "out of memory");
+        return -1;
+    }
+    snprintf(tmp, len + 32, "%s.tmp.%lu", path, id);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(why, 128, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    int ok = fwrite(data, 1, size, f) == size;
+    ok = (fflush(f) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(why, 128, "cannot write %s: %s", path, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+#endif
