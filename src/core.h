@@ -90,10 +90,12 @@ struct kn_tensor {
     int64_t offset;              /* elements */
     Storage *st;                 /* NULL for a traced (symbolic) tensor */
     uint32_t node;               /* graph node while tracing, else 0 */
+    uint32_t trace_serial;       /* node is valid only in the graph with this serial */
     int scope;                   /* scope depth when made; 0 after kn_keep */
     kn_tensor *prev, *next;      /* the context's list of live tensors */
-    kn_tensor *grad;             /* autodiff */
-    void *grad_fn;               /* autodiff: the tape entry that made it */
+    kn_tensor *grad;             /* autodiff: the accumulated gradient (kept) */
+    uint32_t tape_seq;           /* autodiff: 1 + index of the tape entry that made it, or 0 */
+    uint32_t tape_epoch;         /* autodiff: which tape tape_seq refers to */
 };
 
 /* ---- graph: flat node array, interned ---- */
@@ -113,6 +115,9 @@ typedef struct {
     uint32_t *hash;   /* open addressing, 0 = empty */
     uint32_t hcap;
     uint32_t ninputs;
+    uint32_t serial;        /* distinguishes this graph's node ids from an earlier graph's */
+    kn_tensor **input_vals; /* input_vals[k]: the tensor behind input k while tracing (not owned) */
+    uint32_t input_cap;
 } Graph;
 
 Graph *graph_new(kn_ctx *ctx);
@@ -136,6 +141,9 @@ struct kn_ctx {
     void (*log)(void *user, const char *line);
     void *log_user;
     int grad_enabled;
+    uint32_t graph_serial;   /* the last serial handed to a graph */
+    struct Tape *tape;       /* autodiff: entries recorded since the last backward */
+    uint32_t tape_epoch;     /* bumped each time a tape is released */
 };
 
 /* ---- errors ---- */
@@ -211,6 +219,24 @@ kn_tensor *c_scalar(kn_ctx *ctx, kn_dtype dt, double v);  /* 0-d constant */
 kn_tensor *bin(kn_ctx *ctx, Op op, kn_tensor *a, kn_tensor *b, kn_dtype dt); /* broadcast, cast, op */
 kn_tensor *binc(kn_ctx *ctx, Op op, kn_tensor *x, double v);  /* x op constant, x's dtype */
 kn_tensor *truth(kn_ctx *ctx, kn_tensor *x);               /* x != 0 as bool */
+
+/* ---- autodiff (autodiff.c) ----
+ * prim() calls autodiff_record after every op whose sources need grad, in
+ * eager mode and while tracing alike: VJP rules are written with prim(), so
+ * a backward run while tracing appends the backward to the graph (the joint
+ * graph). Composites with a hand-written backward compute their forward
+ * with grad off and record one custom entry. */
+int autodiff_wants(const kn_ctx *ctx, int n, kn_tensor *const *src);
+kn_status autodiff_record(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, kn_tensor *out);
+typedef kn_tensor *(*CustomVjp)(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, int which);
+/* out = f(in[0..nin)) computed with grad off; fn(g, saved, i) gives d/d in[i]. */
+kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, int nsaved,
+                           kn_tensor *const *saved, CustomVjp fn);
+/* d loss / d leaves[i] into grads[i] (NULL where unreached), without touching
+ * .grad; the tape is kept. Used by kn_backward and to build joint graphs. */
+kn_status autodiff_grads(kn_ctx *ctx, kn_tensor *loss, int n, kn_tensor *const *leaves, kn_tensor **grads);
+void autodiff_release(kn_ctx *ctx); /* drop the tape */
+kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* eager: copy values into dst's storage */
 
 /* ---- kiln ops (opslist.c) ---- */
 int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */

@@ -20,6 +20,7 @@ Graph *graph_new(kn_ctx *ctx)
     if (!g) return NULL;
     g->ctx = ctx;
     g->arena = a;
+    g->serial = ++ctx->graph_serial;
     g->cap = 64;
     g->hcap = 128;
     g->nodes = arena_alloc(&g->arena, g->cap * sizeof(Node));

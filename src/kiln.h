@@ -288,6 +288,47 @@ kn_tensor *kn_dropout(kn_ctx *ctx, kn_tensor *x, double p, int training);
 kn_tensor *kn_scaled_dot_product_attention(kn_ctx *ctx, kn_tensor *q, kn_tensor *k, kn_tensor *v,
                                            kn_tensor *mask, int is_causal, double scale);
 
+/* ---- autodiff (reverse mode, a tape of primitives) ----
+ * Ops on tensors that require grad record their primitives on the context's
+ * tape; kn_backward runs the tape backwards and adds each leaf's gradient
+ * into its .grad (read with kn_grad). The tape is released after backward
+ * unless keep_graph is set. */
+kn_tensor *kn_param(kn_ctx *ctx, kn_tensor *t);                  /* requires grad, kept; returns t */
+kn_tensor *kn_requires_grad(kn_ctx *ctx, kn_tensor *t, int on); /* a leaf that requires grad */
+int kn_is_requires_grad(const kn_tensor *t);
+kn_tensor *kn_grad(kn_ctx *ctx, kn_tensor *t);                   /* NULL until a backward reaches t */
+kn_status kn_backward(kn_ctx *ctx, kn_tensor *loss, int keep_graph); /* loss: one element */
+void kn_zero_grad(kn_ctx *ctx, kn_tensor *const *params, int n); /* grads to NULL (set_to_none) */
+int kn_set_grad_enabled(kn_ctx *ctx, int on);                    /* returns the previous setting */
+kn_tensor *kn_detach(kn_ctx *ctx, kn_tensor *t);                 /* same storage, no history */
+
+/* ---- parameters as PyTorch initialises them (from the context's seed) ---- */
+/* U(-b, b) with b = gain * sqrt(3 / fan_in), gain = sqrt(2 / (1 + a^2)); a = sqrt(5) for nn.Linear
+ * and nn.Conv weights. fan_in = shape[1] * prod(shape[2:]). */
+kn_tensor *kn_kaiming_uniform(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, double a);
+kn_tensor *kn_uniform(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, double lo, double hi);
+
+/* ---- optimizers: the update is a graph of primitives; state lives in tensors ----
+ * Zeroed options give PyTorch's defaults: lr 1e-3 (SGD needs lr), betas 0.9 and 0.999,
+ * eps 1e-8, AdamW weight_decay 1e-2. A zero that is meaningful (momentum, dampening,
+ * weight_decay for SGD and Adam) is used as given. */
+typedef struct kn_optim kn_optim;
+typedef struct {
+    double lr, momentum, dampening, weight_decay;
+    int nesterov, maximize;
+} kn_sgd_opts;
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay; /* AdamW: weight_decay 0 means 1e-2 */
+    int amsgrad, maximize;
+} kn_adam_opts;
+
+kn_optim *kn_sgd(kn_ctx *ctx, kn_tensor *const *params, int n, const kn_sgd_opts *o);
+kn_optim *kn_adam(kn_ctx *ctx, kn_tensor *const *params, int n, const kn_adam_opts *o);
+kn_optim *kn_adamw(kn_ctx *ctx, kn_tensor *const *params, int n, const kn_adam_opts *o);
+kn_status kn_optim_step(kn_optim *opt);      /* params without a grad are skipped, as in torch */
+void kn_optim_zero_grad(kn_optim *opt);
+void kn_optim_free(kn_optim *opt);
+
 #ifdef __cplusplus
 }
 #endif

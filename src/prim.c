@@ -219,16 +219,30 @@ kn_status prim_shape(kn_ctx *ctx, Op op, int nsrc, const uint8_t *dts, const uin
 /* A concrete tensor met while tracing enters the graph as an input leaf. */
 static uint32_t trace_node_of(kn_ctx *ctx, kn_tensor *t)
 {
-    if (t->node) return t->node;
+    if (t->node && t->trace_serial == ctx->trace->serial) return t->node;
+    if (!t->st) {
+        kn_err(ctx, KN_EINVAL, "a tensor from an earlier trace was used in this one");
+        return 0;
+    }
     Node n;
     memset(&n, 0, sizeof n);
     n.op = OP_INPUT;
     n.dtype = t->dtype;
     n.ndim = t->ndim;
     memcpy(n.shape, t->shape, t->ndim * sizeof(Dim));
-    n.p.i[0] = ctx->trace->ninputs++;
+    Graph *g = ctx->trace;
+    if (g->ninputs == g->input_cap) {
+        uint32_t cap = g->input_cap ? 2 * g->input_cap : 16;
+        kn_tensor **v = arena_grow(&g->arena, g->input_vals, g->input_cap * sizeof *v, cap * sizeof *v);
+        if (!v) return 0;
+        g->input_vals = v;
+        g->input_cap = cap;
+    }
+    n.p.i[0] = g->ninputs;
     n.p.n = 1;
-    t->node = graph_add(ctx->trace, &n);
+    t->node = graph_add(g, &n);
+    t->trace_serial = g->serial;
+    if (t->node) g->input_vals[g->ninputs++] = t;
     return t->node;
 }
 
@@ -243,11 +257,14 @@ static kn_tensor *trace(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params 
     n.nsrc = (uint8_t)kn_opinfo[op].nsrc;
     memcpy(n.shape, osh, ondim * sizeof(Dim));
     for (int i = 0; i < n.nsrc; i++)
-        if (!(n.src[i] = trace_node_of(ctx, src[i]))) return kn_err(ctx, KN_ENOMEM, "out of memory tracing");
+        if (!(n.src[i] = trace_node_of(ctx, src[i])))
+            return ctx->status ? NULL : kn_err(ctx, KN_ENOMEM, "out of memory tracing");
     memcpy(&n.p, p, sizeof n.p); /* padding too: nodes are compared bytewise */
     uint32_t id = graph_add(ctx->trace, &n);
     if (!id) return kn_err(ctx, KN_ENOMEM, "out of memory tracing");
-    return tensor_symbolic(ctx, (kn_dtype)odt, ondim, osh, id);
+    kn_tensor *t = tensor_symbolic(ctx, (kn_dtype)odt, ondim, osh, id);
+    if (t) t->trace_serial = ctx->trace->serial;
+    return t;
 }
 
 /* ---- eager views ---- */

@@ -120,6 +120,7 @@ kn_tensor *tensor_view(kn_ctx *ctx, kn_tensor *base, int ndim, const int64_t *sh
     t->offset = offset;
     t->st = base->st;
     t->node = base->node;
+    t->trace_serial = base->trace_serial;
     if (t->st) t->st->refs++;
     return t;
 }
