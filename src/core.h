@@ -80,7 +80,8 @@ enum {
     TF_KEPT = 1,     /* survives scope ends */
     TF_PARAM = 2,    /* a parameter (kn_param) */
     TF_WRAPPED = 4,  /* a Python-number scalar: weakest in promotion */
-    TF_REQGRAD = 8   /* requires grad */
+    TF_REQGRAD = 8,  /* requires grad */
+    TF_GRAD = 16     /* the .grad of a leaf: owned by it, kn_free ignores it */
 };
 
 struct kn_tensor {
@@ -143,6 +144,8 @@ struct kn_ctx {
     int grad_enabled;
     uint32_t graph_serial;   /* the last serial handed to a graph */
     struct Tape *tape;       /* autodiff: entries recorded since the last backward */
+    uint32_t scope_mark[32], scope_epoch[32]; /* tape length and epoch at each scope begin */
+    int no_custom_vjp;       /* tests: derive every backward from primitives */
     uint32_t tape_epoch;     /* bumped each time a tape is released */
 };
 
@@ -177,6 +180,8 @@ int tensor_check_size(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, 
 void *tensor_ptr(const kn_tensor *t, int64_t elem_offset); /* data + elem_offset * size */
 int tensor_check(kn_ctx *ctx, kn_tensor *t, const char *operand); /* 0 if NULL (error set) */
 int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what); /* -1 on error */
+kn_tensor *tensor_hold(kn_ctx *ctx, const kn_tensor *t); /* a handle on no scope list, for the tape */
+void tensor_unhold(kn_ctx *ctx, kn_tensor *h);
 
 /* ---- primitives (prim.c): shape rule, then trace or run ---- */
 kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p);
@@ -236,6 +241,9 @@ kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *cons
  * .grad; the tape is kept. Used by kn_backward and to build joint graphs. */
 kn_status autodiff_grads(kn_ctx *ctx, kn_tensor *loss, int n, kn_tensor *const *leaves, kn_tensor **grads);
 void autodiff_release(kn_ctx *ctx); /* drop the tape */
+void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf); /* a leaf is being freed */
+void autodiff_scope_begin(kn_ctx *ctx);                  /* remember the tape's length */
+void autodiff_scope_end(kn_ctx *ctx);                    /* drop entries nothing alive refers to */
 kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* eager: copy values into dst's storage */
 
 /* ---- kiln ops (opslist.c) ---- */

@@ -65,6 +65,11 @@ kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
 void kn_ctx_free(kn_ctx *ctx)
 {
     if (!ctx) return;
+    autodiff_release(ctx);
+    for (kn_tensor *t = ctx->live; t; t = t->next) { /* grads go as ordinary tensors */
+        t->grad = NULL;
+        t->flags &= (uint8_t)~TF_GRAD;
+    }
     while (ctx->live) kn_free(ctx, ctx->live);
     if (ctx->trace) graph_free(ctx->trace);
     ctx->alloc(ctx->alloc_user, ctx, sizeof *ctx, 0);
@@ -154,7 +159,9 @@ kn_tensor *op_leave_with(kn_ctx *ctx, const char *saved, kn_tensor *v)
 
 void kn_scope_begin(kn_ctx *ctx)
 {
-    if (ctx) ctx->scope++;
+    if (!ctx) return;
+    autodiff_scope_begin(ctx);
+    ctx->scope++;
 }
 
 void kn_scope_end(kn_ctx *ctx)
@@ -166,6 +173,7 @@ void kn_scope_end(kn_ctx *ctx)
         if (t->scope >= ctx->scope) kn_free(ctx, t);
     }
     ctx->scope--;
+    autodiff_scope_end(ctx);
 }
 
 size_t kn_live_bytes(const kn_ctx *ctx) { return ctx ? ctx->live_bytes : 0; }

@@ -300,12 +300,17 @@ static int view_strides(const kn_tensor *x, int nd, const int64_t *shape, int64_
     return vd == -1;
 }
 
-static kn_tensor *eager_view(kn_ctx *ctx, Op op, kn_tensor *x, const Params *p, int nd, const int64_t *shape)
+/* A view for a movement op; *copy is set instead when reshape needs one. */
+static kn_tensor *eager_view(kn_ctx *ctx, Op op, kn_tensor *x, const Params *p, int nd, const int64_t *shape,
+                             int *copy)
 {
     int64_t st[KN_MAX_DIMS], off = x->offset;
     switch (op) {
     case OP_RESHAPE:
-        if (!view_strides(x, nd, shape, st)) return NULL; /* needs a copy */
+        if (!view_strides(x, nd, shape, st)) {
+            *copy = 1;
+            return NULL;
+        }
         break;
     case OP_PERMUTE:
         for (int i = 0; i < nd; i++) st[i] = x->stride[p->i[i]];
@@ -339,6 +344,31 @@ static int shape_fits(kn_ctx *ctx, kn_dtype dt, int nd, const Dim *shape)
     return tensor_check_size(ctx, dt, nd, shape, &bytes);
 }
 
+/* Records the op while tracing; otherwise a view, or a fresh tensor the
+ * interpreter fills. */
+static kn_tensor *run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond,
+                      const Dim *osh)
+{
+    int traced = 0;
+    for (int i = 0; i < kn_opinfo[op].nsrc; i++) traced |= src[i]->st == NULL;
+    if (ctx->trace || traced) {
+        if (!ctx->trace) return kn_err(ctx, KN_EINVAL, "a traced tensor was used outside its trace");
+        return trace(ctx, op, src, p, odt, ond, osh);
+    }
+    if (kn_opinfo[op].cls == OC_MOVE && op != OP_PAD) {
+        int copy = 0;
+        kn_tensor *v = eager_view(ctx, op, src[0], p, ond, osh, &copy);
+        if (!copy) return v;
+    }
+    kn_tensor *out = tensor_new(ctx, (kn_dtype)odt, ond, osh);
+    if (!out) return NULL;
+    if (interp_run(ctx, op, out, src, p) != KN_OK) {
+        kn_free(ctx, out);
+        return NULL;
+    }
+    return out;
+}
+
 kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p)
 {
     static const char *names[3] = {"a", "b", "c"};
@@ -354,19 +384,8 @@ kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p)
     }
     if (prim_shape(ctx, op, n, dts, nds, shs, p, &odt, &ond, osh)) return NULL;
     if (!shape_fits(ctx, (kn_dtype)odt, ond, osh)) return NULL;
-    int traced = 0;
-    for (int i = 0; i < n; i++) traced |= src[i]->st == NULL;
-    if (ctx->trace || traced) {
-        if (!ctx->trace) return kn_err(ctx, KN_EINVAL, "a traced tensor was used outside its trace");
-        return trace(ctx, op, src, p, odt, ond, osh);
-    }
-    if (kn_opinfo[op].cls == OC_MOVE && op != OP_PAD) {
-        kn_tensor *v = eager_view(ctx, op, src[0], p, ond, osh);
-        if (v || ctx->status == KN_ENOMEM) return v;
-    }
-    kn_tensor *out = tensor_new(ctx, (kn_dtype)odt, ond, osh);
-    if (!out) return NULL;
-    if (interp_run(ctx, op, out, src, p) != KN_OK) {
+    kn_tensor *out = run(ctx, op, src, p, odt, ond, osh);
+    if (out && autodiff_wants(ctx, n, src) && autodiff_record(ctx, op, src, p, out) != KN_OK) {
         kn_free(ctx, out);
         return NULL;
     }

@@ -157,19 +157,50 @@ int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what)
     return dim < 0 ? dim + n : dim;
 }
 
+static void storage_release(kn_ctx *ctx, Storage *st)
+{
+    if (st && --st->refs == 0) {
+        ctx->live_bytes -= st->bytes;
+        kn_dealloc(ctx, st->data, st->bytes);
+        kn_dealloc(ctx, st, sizeof *st);
+    }
+}
+
 void kn_free(kn_ctx *ctx, kn_tensor *t)
 {
-    if (!ctx || !t) return;
+    if (!ctx || !t || (t->flags & TF_GRAD)) return;
     if (t->prev) t->prev->next = t->next;
     else ctx->live = t->next;
     if (t->next) t->next->prev = t->prev;
     ctx->live_tensors--;
-    if (t->st && --t->st->refs == 0) {
-        ctx->live_bytes -= t->st->bytes;
-        kn_dealloc(ctx, t->st->data, t->st->bytes);
-        kn_dealloc(ctx, t->st, sizeof *t->st);
+    if ((t->flags & TF_REQGRAD) && !t->tape_seq) autodiff_forget_leaf(ctx, t);
+    if (t->grad) {
+        t->grad->flags &= (uint8_t)~TF_GRAD;
+        kn_free(ctx, t->grad);
     }
+    storage_release(ctx, t->st);
     kn_dealloc(ctx, t, sizeof *t);
+}
+
+/* A handle owned by the autodiff tape: it shares t's storage (keeping it
+ * alive) but is on no scope's list, so only its owner frees it. */
+kn_tensor *tensor_hold(kn_ctx *ctx, const kn_tensor *t)
+{
+    kn_tensor *h = kn_alloc(ctx, sizeof *h);
+    if (!h) return kn_err(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
+    *h = *t;
+    h->prev = h->next = NULL;
+    h->grad = NULL;
+    h->scope = -1;
+    if (h->st) h->st->refs++;
+    return h;
+}
+
+void tensor_unhold(kn_ctx *ctx, kn_tensor *h)
+{
+    if (!h) return;
+    storage_release(ctx, h->st);
+    kn_dealloc(ctx, h, sizeof *h);
 }
 
 kn_tensor *kn_keep(kn_ctx *ctx, kn_tensor *t)

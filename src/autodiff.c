@@ -1,0 +1,526 @@
+/*
+ * autodiff.c — reverse mode on primitives: the tape, one VJP rule per
+ * differentiable primitive, custom rules for composites, and backward.
+ *
+ * Every prim() whose sources need grad appends an entry to the context's
+ * tape: the op, its parameters, and tape-owned handles of its sources and
+ * result (sharing their storage, so a scope end cannot free what backward
+ * needs). Entries are appended in execution order, which is a topological
+ * order, so backward is one reverse walk over the tape.
+ *
+ * The VJP rules are written with prim(). Run eagerly they compute gradients;
+ * run while tracing (ctx->trace) they append the backward to the graph being
+ * recorded, which is how the joint forward/backward graph is built, as
+ * AOTAutograd does. Composites with a hand-written backward compute their
+ * forward with grad off and record one custom entry.
+ *
+ * Requires: prim() calling autodiff_record. Produces: gradients (eager: in
+ * each leaf's .grad; traced: symbolic tensors through autodiff_grads).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core.h"
+
+typedef struct {
+    uint16_t op;
+    uint8_t nsrc, custom;
+    Params p;
+    kn_tensor *src[3];    /* tape-owned handles of the sources */
+    uint32_t src_seq[3];  /* 1 + index of the entry that made source i; 0 if none */
+    kn_tensor *leaf[3];   /* the user's leaf behind source i when it requires grad */
+    kn_tensor *out;       /* tape-owned handle of the result */
+    CustomVjp fn;         /* custom entries: the backward and what it saved */
+    kn_tensor *saved[4];
+    int nsaved;
+    kn_tensor *g;         /* the cotangent accumulated during backward */
+} Entry;
+
+struct Tape {
+    Arena arena;
+    Entry **e;
+    uint32_t n, cap;
+};
+
+/* ---- recording ---- */
+
+static int needs_grad(const kn_tensor *t) { return t && (t->flags & TF_REQGRAD); }
+
+int autodiff_wants(const kn_ctx *ctx, int n, kn_tensor *const *src)
+{
+    if (!ctx->grad_enabled) return 0;
+    for (int i = 0; i < n; i++)
+        if (needs_grad(src[i])) return 1;
+    return 0;
+}
+
+static Entry *new_entry(kn_ctx *ctx)
+{
+    if (!ctx->tape) {
+        Arena a;
+        arena_init(&a, ctx);
+        struct Tape *t = arena_alloc(&a, sizeof *t);
+        if (!t) return kn_err(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
+        t->arena = a;
+        ctx->tape = t;
+    }
+    struct Tape *t = ctx->tape;
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? 2 * t->cap : 64;
+        Entry **e = arena_grow(&t->arena, t->e, t->cap * sizeof *e, cap * sizeof *e);
+        if (!e) return kn_err(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
+        t->e = e;
+        t->cap = cap;
+    }
+    Entry *e = arena_alloc(&t->arena, sizeof *e);
+    if (!e) return kn_err(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
+    t->e[t->n++] = e;
+    return e;
+}
+
+static void free_entry(kn_ctx *ctx, Entry *e)
+{
+    for (int i = 0; i < e->nsrc; i++) tensor_unhold(ctx, e->src[i]);
+    for (int i = 0; i < e->nsaved; i++) tensor_unhold(ctx, e->saved[i]);
+    tensor_unhold(ctx, e->out);
+}
+
+/* Fills the sources of e and marks out as produced by it. */
+static kn_status link_entry(kn_ctx *ctx, Entry *e, int n, kn_tensor *const *src, kn_tensor *out)
+{
+    e->nsrc = (uint8_t)n;
+    for (int i = 0; i < n; i++) {
+        kn_tensor *s = src[i];
+        if (!(e->src[i] = tensor_hold(ctx, s))) return ctx->status;
+        if (!needs_grad(s)) continue;
+        if (s->tape_seq && s->tape_epoch == ctx->tape_epoch) e->src_seq[i] = s->tape_seq;
+        else if (!s->tape_seq) e->leaf[i] = s;
+        /* else: made by a tape already released; backward reports it */
+    }
+    if (!(e->out = tensor_hold(ctx, out))) return ctx->status;
+    out->flags |= TF_REQGRAD;
+    out->tape_seq = ctx->tape->n;
+    out->tape_epoch = ctx->tape_epoch;
+    return KN_OK;
+}
+
+/* Comparisons and creation have no gradient; integer results neither. */
+static int differentiable(Op op, const kn_tensor *out)
+{
+    OpClass c = kn_opinfo[op].cls;
+    return c != OC_COMPARE && c != OC_CREATE && c != OC_LEAF && dt_is_float((kn_dtype)out->dtype);
+}
+
+kn_status autodiff_record(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, kn_tensor *out)
+{
+    if (!differentiable(op, out)) return KN_OK;
+    Entry *e = new_entry(ctx);
+    if (!e) return ctx->status;
+    e->op = (uint16_t)op;
+    memcpy(&e->p, p, sizeof e->p);
+    return link_entry(ctx, e, kn_opinfo[op].nsrc, src, out);
+}
+
+kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, int nsaved,
+                           kn_tensor *const *saved, CustomVjp fn)
+{
+    if (!out || !autodiff_wants(ctx, nin, in)) return out;
+    KN_ASSERT(nin <= 3 && nsaved <= 4);
+    Entry *e = new_entry(ctx);
+    if (!e) return NULL;
+    e->custom = 1;
+    e->fn = fn;
+    for (int i = 0; i < nsaved; i++, e->nsaved++)
+        if (!(e->saved[i] = tensor_hold(ctx, saved[i]))) return NULL;
+    return link_entry(ctx, e, nin, in, out) == KN_OK ? out : NULL;
+}
+
+/* ---- VJP rules: the cotangent of source i from g, the cotangent of out ---- */
+
+static kn_tensor *zeros_like(kn_ctx *ctx, const kn_tensor *x)
+{
+    return p_full(ctx, (kn_dtype)x->dtype, x->ndim, x->shape, 0.0);
+}
+
+static kn_tensor *mulc(kn_ctx *ctx, kn_tensor *x, double v) { return binc(ctx, OP_MUL, x, v); }
+
+/* the last two dims swapped: (..., M, K) -> (..., K, M) */
+static kn_tensor *swap_last(kn_ctx *ctx, kn_tensor *x)
+{
+    int perm[KN_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) perm[d] = d;
+    perm[x->ndim - 2] = x->ndim - 1;
+    perm[x->ndim - 1] = x->ndim - 2;
+    return p_permute(ctx, x, perm);
+}
+
+/* max/min: the winner takes g, a tie splits it, as torch.maximum does */
+static kn_tensor *vjp_extreme(kn_ctx *ctx, Op op, kn_tensor *x, kn_tensor *y, kn_tensor *g, int i)
+{
+    kn_tensor *me = i == 0 ? x : y, *other = i == 0 ? y : x;
+    kn_tensor *wins = op == OP_MAX ? prim2(ctx, OP_CMPLT, other, me) : prim2(ctx, OP_CMPLT, me, other);
+    kn_tensor *tie = prim2(ctx, OP_CMPEQ, me, other);
+    kn_tensor *zero = zeros_like(ctx, g);
+    return p_where(ctx, wins, g, p_where(ctx, tie, mulc(ctx, g, 0.5), zero));
+}
+
+/* pow, as torch: d/dx = y x^(y-1) (0 where y == 0); d/dy = out log x (0 where x == 0 and y >= 0) */
+static kn_tensor *vjp_pow(kn_ctx *ctx, kn_tensor *x, kn_tensor *y, kn_tensor *out, kn_tensor *g, int i)
+{
+    kn_tensor *zero = zeros_like(ctx, g);
+    if (i == 0) {
+        kn_tensor *d = prim2(ctx, OP_MUL, y, prim2(ctx, OP_POW, x, binc(ctx, OP_SUB, y, 1.0)));
+        return p_where(ctx, binc(ctx, OP_CMPEQ, y, 0.0), zero, prim2(ctx, OP_MUL, g, d));
+    }
+    kn_tensor *x0 = binc(ctx, OP_CMPEQ, x, 0.0);
+    kn_tensor *yneg = bin(ctx, OP_CMPLT, y, c_scalar(ctx, (kn_dtype)y->dtype, 0.0), (kn_dtype)y->dtype);
+    kn_tensor *skip = prim2(ctx, OP_MIN, x0, binc(ctx, OP_CMPEQ, yneg, 0.0)); /* x == 0 and y >= 0 */
+    return p_where(ctx, skip, zero, prim2(ctx, OP_MUL, g, prim2(ctx, OP_MUL, out, prim1(ctx, OP_LOG, x))));
+}
+
+/* reduce_max: g shared evenly among the elements equal to the max */
+static kn_tensor *vjp_rmax(kn_ctx *ctx, Entry *e, kn_tensor *x, kn_tensor *g)
+{
+    kn_tensor *hit = p_cast(ctx, prim2(ctx, OP_CMPEQ, x, p_expand(ctx, e->out, x->ndim, x->shape)),
+                            (kn_dtype)x->dtype);
+    kn_tensor *count = prim(ctx, OP_SUM, &hit, &e->p);
+    kn_tensor *share = prim2(ctx, OP_DIV, g, count);
+    return prim2(ctx, OP_MUL, hit, p_expand(ctx, share, x->ndim, x->shape));
+}
+
+/* expand: sum over the dims that were broadcast, keeping them */
+static kn_tensor *vjp_expand(kn_ctx *ctx, kn_tensor *x, kn_tensor *g)
+{
+    int dims[KN_MAX_DIMS], n = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->shape[d] != g->shape[d]) dims[n++] = d;
+    return n ? p_reduce(ctx, OP_SUM, g, dims, n) : g;
+}
+
+/* slice: scatter g back to positions start + k * step along the dim */
+static kn_tensor *vjp_slice(kn_ctx *ctx, const Params *p, kn_tensor *x, kn_tensor *g)
+{
+    int dim = (int)p->i[0];
+    kn_tensor *k = p_iota(ctx, KN_I64, g->ndim, g->shape, dim);
+    kn_tensor *idx = binc(ctx, OP_ADD, mulc(ctx, k, (double)p->i[3]), (double)p->i[1]);
+    return p_scatter_add(ctx, zeros_like(ctx, x), dim, idx, g);
+}
+
+static kn_tensor *vjp_pad(kn_ctx *ctx, const Params *p, kn_tensor *x, kn_tensor *g)
+{
+    for (int d = 0; d < x->ndim && g; d++) g = p_slice(ctx, g, d, p->i[2 * d], x->shape[d], 1);
+    return g;
+}
+
+/* scatter_add's src: the part of g the index reached, zero beyond the index's extent */
+static kn_tensor *vjp_scatter_src(kn_ctx *ctx, Entry *e, kn_tensor *g)
+{
+    kn_tensor *idx = e->src[1], *src = e->src[2];
+    kn_tensor *part = p_gather(ctx, g, (int)e->p.i[0], idx);
+    int64_t after[KN_MAX_DIMS];
+    for (int d = 0; d < src->ndim; d++) after[d] = src->shape[d] - idx->shape[d];
+    return p_pad(ctx, part, NULL, after, 0.0);
+}
+
+static kn_tensor *vjp_unary(kn_ctx *ctx, Op op, kn_tensor *x, kn_tensor *out, kn_tensor *g)
+{
+    switch (op) {
+    case OP_NEG: return prim1(ctx, OP_NEG, g);
+    case OP_EXP: return prim2(ctx, OP_MUL, g, out);
+    case OP_LOG: return prim2(ctx, OP_DIV, g, x);
+    case OP_SQRT: return prim2(ctx, OP_DIV, g, mulc(ctx, out, 2.0));
+    case OP_RECIP: return prim1(ctx, OP_NEG, prim2(ctx, OP_MUL, g, prim2(ctx, OP_MUL, out, out)));
+    case OP_SIN: return prim2(ctx, OP_MUL, g, prim1(ctx, OP_COS, x));
+    case OP_COS: return prim1(ctx, OP_NEG, prim2(ctx, OP_MUL, g, prim1(ctx, OP_SIN, x)));
+    case OP_TANH: {
+        kn_tensor *one = p_full(ctx, (kn_dtype)out->dtype, out->ndim, out->shape, 1.0);
+        return prim2(ctx, OP_MUL, g, prim2(ctx, OP_SUB, one, prim2(ctx, OP_MUL, out, out)));
+    }
+    case OP_ERF: { /* 2 / sqrt(pi) exp(-x^2) */
+        kn_tensor *e = prim1(ctx, OP_EXP, prim1(ctx, OP_NEG, prim2(ctx, OP_MUL, x, x)));
+        return prim2(ctx, OP_MUL, g, mulc(ctx, e, 1.1283791670955126));
+    }
+    case OP_ABS: return prim2(ctx, OP_MUL, g, kn_sign(ctx, x));
+    default: return zeros_like(ctx, x); /* floor */
+    }
+}
+
+static kn_tensor *vjp(kn_ctx *ctx, Entry *e, int i, kn_tensor *g)
+{
+    if (e->custom) return e->fn(ctx, g, e->saved, i);
+    Op op = (Op)e->op;
+    kn_tensor *x = e->src[0], *y = e->nsrc > 1 ? e->src[1] : NULL, *out = e->out;
+    switch (op) {
+    case OP_ADD: return g;
+    case OP_SUB: return i == 0 ? g : prim1(ctx, OP_NEG, g);
+    case OP_MUL: return prim2(ctx, OP_MUL, g, i == 0 ? y : x);
+    case OP_DIV:
+        if (i == 0) return prim2(ctx, OP_DIV, g, y);
+        return prim1(ctx, OP_NEG, prim2(ctx, OP_DIV, prim2(ctx, OP_MUL, g, out), y));
+    case OP_MAX:
+    case OP_MIN: return vjp_extreme(ctx, op, x, y, g, i);
+    case OP_POW: return vjp_pow(ctx, x, y, out, g, i);
+    case OP_WHERE: {
+        kn_tensor *zero = zeros_like(ctx, g);
+        return i == 1 ? p_where(ctx, x, g, zero) : p_where(ctx, x, zero, g);
+    }
+    case OP_CAST: return p_cast(ctx, g, (kn_dtype)x->dtype);
+    case OP_SUM: return p_expand(ctx, g, x->ndim, x->shape);
+    case OP_RMAX: return vjp_rmax(ctx, e, x, g);
+    case OP_RESHAPE: return p_reshape(ctx, g, x->ndim, x->shape);
+    case OP_PERMUTE: {
+        int inv[KN_MAX_DIMS];
+        for (int d = 0; d < x->ndim; d++) inv[e->p.i[d]] = d;
+        return p_permute(ctx, g, inv);
+    }
+    case OP_EXPAND: return vjp_expand(ctx, x, g);
+    case OP_SLICE: return vjp_slice(ctx, &e->p, x, g);
+    case OP_PAD: return vjp_pad(ctx, &e->p, x, g);
+    case OP_GATHER: return p_scatter_add(ctx, zeros_like(ctx, x), (int)e->p.i[0], y, g);
+    case OP_SCATTER_ADD: return i == 0 ? g : vjp_scatter_src(ctx, e, g);
+    case OP_DOT: return i == 0 ? p_dot(ctx, g, swap_last(ctx, y)) : p_dot(ctx, swap_last(ctx, x), g);
+    default: return vjp_unary(ctx, op, x, out, g);
+    }
+}
+
+/* ---- backward ---- */
+
+static kn_tensor *accumulate(kn_ctx *ctx, kn_tensor *acc, kn_tensor *g)
+{
+    return acc ? prim2(ctx, OP_ADD, acc, g) : g;
+}
+
+static kn_status check_loss(kn_ctx *ctx, kn_tensor *loss)
+{
+    if (!tensor_check(ctx, loss, "loss")) return ctx->status;
+    if (tensor_numel(loss->ndim, loss->shape) != 1)
+        return kn_errs(ctx, KN_ESHAPE, "loss has %lld elements; backward needs a single value",
+                       (long long)tensor_numel(loss->ndim, loss->shape));
+    if (!needs_grad(loss)) return kn_errs(ctx, KN_EINVAL, "loss does not require grad: nothing it depends on is a parameter");
+    if (loss->tape_seq && loss->tape_epoch != ctx->tape_epoch)
+        return kn_errs(ctx, KN_EINVAL, "the graph of loss was released by an earlier backward (pass keep_graph)");
+    return KN_OK;
+}
+
+/* Hands g for source i of e to the entry that made it, or to the leaf. */
+static kn_status pass_back(kn_ctx *ctx, Entry *e, int i, kn_tensor *g, int n, kn_tensor *const *leaves, kn_tensor **grads)
+{
+    if (e->src_seq[i]) {
+        Entry *from = ctx->tape->e[e->src_seq[i] - 1];
+        from->g = accumulate(ctx, from->g, g);
+        return from->g ? KN_OK : ctx->status;
+    }
+    for (int j = 0; j < n; j++)
+        if (leaves[j] == e->leaf[i]) {
+            grads[j] = accumulate(ctx, grads[j], g);
+            if (!grads[j]) return ctx->status;
+        }
+    return KN_OK;
+}
+
+static kn_status walk_back(kn_ctx *ctx, uint32_t last, int n, kn_tensor *const *leaves, kn_tensor **grads)
+{
+    for (uint32_t k = last + 1; k-- > 0;) {
+        Entry *e = ctx->tape->e[k];
+        if (!e->g) continue;
+        for (int i = 0; i < e->nsrc; i++) {
+            if (!e->src_seq[i] && !e->leaf[i]) {
+                if (needs_grad(e->src[i]) && e->src[i]->tape_seq)
+                    return kn_errs(ctx, KN_EINVAL, "backward reached a value whose graph was already released");
+                continue;
+            }
+            kn_tensor *gi = vjp(ctx, e, i, e->g);
+            if (!gi) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "no gradient from %s", kn_opinfo[e->op].name);
+            if (pass_back(ctx, e, i, gi, n, leaves, grads)) return ctx->status;
+        }
+    }
+    return KN_OK;
+}
+
+kn_status autodiff_grads(kn_ctx *ctx, kn_tensor *loss, int n, kn_tensor *const *leaves, kn_tensor **grads)
+{
+    if (check_loss(ctx, loss)) return ctx->status;
+    for (int j = 0; j < n; j++) grads[j] = NULL;
+    kn_tensor *seed = p_full(ctx, (kn_dtype)loss->dtype, loss->ndim, loss->shape, 1.0);
+    if (!seed) return ctx->status;
+    if (!loss->tape_seq) { /* the loss is itself a leaf */
+        for (int j = 0; j < n; j++) grads[j] = leaves[j] == loss ? seed : NULL;
+        return KN_OK;
+    }
+    int was = ctx->grad_enabled;
+    ctx->grad_enabled = 0;
+    uint32_t last = loss->tape_seq - 1;
+    ctx->tape->e[last]->g = seed;
+    kn_status s = walk_back(ctx, last, n, leaves, grads);
+    for (uint32_t k = 0; k <= last; k++) ctx->tape->e[k]->g = NULL;
+    ctx->grad_enabled = was;
+    return s;
+}
+
+/* The distinct leaves the tape up to entry `last` reaches. */
+static int tape_leaves(kn_ctx *ctx, uint32_t last, kn_tensor **out, int cap)
+{
+    int n = 0;
+    for (uint32_t k = 0; ctx->tape && k <= last; k++)
+        for (int i = 0; i < ctx->tape->e[k]->nsrc; i++) {
+            kn_tensor *l = ctx->tape->e[k]->leaf[i];
+            int seen = !l;
+            for (int j = 0; j < n && !seen; j++) seen = out[j] == l;
+            if (!seen && n < cap) out[n++] = l;
+            else if (!seen) return -1;
+        }
+    return n;
+}
+
+/* Adds g into leaf->grad as a dense tensor of its own. */
+static kn_status add_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g)
+{
+    Params p;
+    memset(&p, 0, sizeof p);
+    p.dtype = leaf->dtype;
+    kn_tensor *sum = leaf->grad ? prim2(ctx, OP_ADD, leaf->grad, g) : prim(ctx, OP_CAST, &g, &p); /* a copy */
+    if (!sum) return ctx->status;
+    if (leaf->grad) {
+        leaf->grad->flags &= (uint8_t)~TF_GRAD;
+        kn_free(ctx, leaf->grad);
+    }
+    leaf->grad = kn_keep(ctx, sum);
+    sum->flags |= TF_GRAD;
+    return KN_OK;
+}
+
+#define MAX_LEAVES 4096
+
+kn_status kn_backward(kn_ctx *ctx, kn_tensor *loss, int keep_graph)
+{
+    if (!ctx) return KN_EINVAL;
+    const char *saved = op_enter(ctx, "kn_backward");
+    kn_status s = KN_OK;
+    kn_tensor **leaves = NULL, **grads = NULL;
+    size_t bytes = MAX_LEAVES * sizeof *leaves;
+    if (ctx->trace) s = kn_errs(ctx, KN_EUNSUPPORTED, "backward while tracing is done by kn_compile");
+    else if (check_loss(ctx, loss)) s = ctx->status;
+    else if (!(leaves = kn_alloc(ctx, bytes)) || !(grads = kn_alloc(ctx, bytes)))
+        s = kn_errs(ctx, KN_ENOMEM, "out of memory for the list of leaves");
+    int n = s ? 0 : loss->tape_seq ? tape_leaves(ctx, loss->tape_seq - 1, leaves, MAX_LEAVES) : 0;
+    if (!s && !loss->tape_seq) leaves[n++] = loss;
+    if (!s && n < 0) s = kn_errs(ctx, KN_EUNSUPPORTED, "more than %d leaves require grad", MAX_LEAVES);
+    if (!s) {
+        kn_scope_begin(ctx);
+        s = autodiff_grads(ctx, loss, n, leaves, grads);
+        for (int j = 0; j < n && !s; j++)
+            if (grads[j]) s = add_grad(ctx, leaves[j], grads[j]);
+        kn_scope_end(ctx);
+    }
+    if (!s && !keep_graph) autodiff_release(ctx);
+    kn_dealloc(ctx, leaves, bytes);
+    kn_dealloc(ctx, grads, bytes);
+    op_leave(ctx, saved);
+    return s;
+}
+
+/* ---- the tape's lifetime ---- */
+
+static void trim(kn_ctx *ctx, uint32_t keep)
+{
+    struct Tape *t = ctx->tape;
+    if (!t) return;
+    for (uint32_t k = keep; k < t->n; k++) free_entry(ctx, t->e[k]);
+    t->n = keep;
+    if (keep == 0) {
+        Arena a = t->arena;
+        arena_free(&a);
+        ctx->tape = NULL;
+        ctx->tape_epoch++;
+    }
+}
+
+void autodiff_release(kn_ctx *ctx) { trim(ctx, 0); }
+
+void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf)
+{
+    for (uint32_t k = 0; ctx->tape && k < ctx->tape->n; k++)
+        for (int i = 0; i < 3; i++)
+            if (ctx->tape->e[k]->leaf[i] == leaf) ctx->tape->e[k]->leaf[i] = NULL;
+}
+
+void autodiff_scope_begin(kn_ctx *ctx)
+{
+    if (ctx->scope >= 32) return;
+    ctx->scope_mark[ctx->scope] = ctx->tape ? ctx->tape->n : 0;
+    ctx->scope_epoch[ctx->scope] = ctx->tape_epoch;
+}
+
+/* Entries recorded inside a scope whose results no live tensor refers to
+ * can never be reached by a backward: drop them, so an eager loop that
+ * never calls backward (evaluation) does not grow the tape. */
+void autodiff_scope_end(kn_ctx *ctx)
+{
+    if (ctx->scope >= 32 || !ctx->tape) return;
+    uint32_t mark = ctx->scope_epoch[ctx->scope] == ctx->tape_epoch ? ctx->scope_mark[ctx->scope] : 0;
+    for (kn_tensor *t = ctx->live; t; t = t->next)
+        if (t->tape_seq > mark && t->tape_epoch == ctx->tape_epoch) return;
+    trim(ctx, mark);
+}
+
+/* ---- the public leaf API ---- */
+
+static kn_tensor *make_leaf(kn_ctx *ctx, kn_tensor *t, int on)
+{
+    if (!tensor_check(ctx, t, "t")) return NULL;
+    if (on && !dt_is_float((kn_dtype)t->dtype))
+        return kn_err(ctx, KN_EDTYPE, "only float tensors can require grad, got %s", kn_dtype_name((kn_dtype)t->dtype));
+    if (t->tape_seq)
+        return kn_err(ctx, KN_EINVAL, "t was computed from tensors that require grad: only leaves can (use kn_detach)");
+    if (on) t->flags |= TF_REQGRAD;
+    else t->flags &= (uint8_t)~TF_REQGRAD;
+    return t;
+}
+
+kn_tensor *kn_requires_grad(kn_ctx *ctx, kn_tensor *t, int on)
+{
+    ENTER(ctx, "kn_requires_grad");
+    return LEAVE(ctx, make_leaf(ctx, t, on));
+}
+
+kn_tensor *kn_param(kn_ctx *ctx, kn_tensor *t)
+{
+    ENTER(ctx, "kn_param");
+    if (!make_leaf(ctx, t, 1)) return LEAVE(ctx, NULL);
+    t->flags |= TF_PARAM;
+    return LEAVE(ctx, kn_keep(ctx, t));
+}
+
+int kn_is_requires_grad(const kn_tensor *t) { return needs_grad(t); }
+
+kn_tensor *kn_grad(kn_ctx *ctx, kn_tensor *t)
+{
+    (void)ctx;
+    return t ? t->grad : NULL;
+}
+
+void kn_zero_grad(kn_ctx *ctx, kn_tensor *const *params, int n)
+{
+    if (!ctx || !params) return;
+    for (int i = 0; i < n; i++)
+        if (params[i] && params[i]->grad) {
+            params[i]->grad->flags &= (uint8_t)~TF_GRAD;
+            kn_free(ctx, params[i]->grad);
+            params[i]->grad = NULL;
+        }
+}
+
+int kn_set_grad_enabled(kn_ctx *ctx, int on)
+{
+    if (!ctx) return 0;
+    int was = ctx->grad_enabled;
+    ctx->grad_enabled = on != 0;
+    return was;
+}
+
+kn_tensor *kn_detach(kn_ctx *ctx, kn_tensor *t)
+{
+    ENTER(ctx, "kn_detach");
+    if (!tensor_check(ctx, t, "t")) return LEAVE(ctx, NULL);
+    return LEAVE(ctx, tensor_view(ctx, t, t->ndim, t->shape, t->stride, t->offset));
+}

@@ -1,0 +1,157 @@
+/*
+ * test_autodiff.c — the tape and backward: gradients of small expressions
+ * checked by hand, accumulation, keep_graph, views and broadcasting,
+ * leaves freed early, the tape trimmed by scopes, and the same backward
+ * run while tracing (the joint graph).
+ */
+#include "test.h"
+#include "../src/core.h"
+
+static kn_tensor *vec(kn_ctx *ctx, kn_dtype dt, int n, const double *v)
+{
+    int64_t s = n;
+    kn_tensor *t = kn_zeros(ctx, dt, 1, &s);
+    for (int i = 0; i < n; i++) dt_store(dt, tensor_ptr(t, i), v[i]);
+    return t;
+}
+
+static int grad_is(kn_ctx *ctx, kn_tensor *x, const double *want, int n)
+{
+    kn_tensor *g = kn_grad(ctx, x);
+    if (!g || kn_numel(g) != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (!test_close(dt_load((kn_dtype)g->dtype, tensor_ptr(g, g->offset + i)), want[i], 1e-6, 1e-9)) return 0;
+    return 1;
+}
+
+static void test_basic(kn_ctx *ctx)
+{
+    double xv[3] = {1, -2, 3}, yv[3] = {0.5, 4, -1};
+    kn_tensor *x = kn_param(ctx, vec(ctx, KN_F64, 3, xv));
+    kn_tensor *y = kn_param(ctx, vec(ctx, KN_F64, 3, yv));
+    /* L = sum(x * y + exp(x) / y) */
+    kn_tensor *L = kn_sum(ctx, kn_add(ctx, kn_mul(ctx, x, y), kn_div(ctx, kn_exp(ctx, x), y)), NULL, 0, 0);
+    CHECK(kn_backward(ctx, L, 0) == KN_OK);
+    double gx[3], gy[3];
+    for (int i = 0; i < 3; i++) {
+        gx[i] = yv[i] + exp(xv[i]) / yv[i];
+        gy[i] = xv[i] - exp(xv[i]) / (yv[i] * yv[i]);
+    }
+    CHECK(grad_is(ctx, x, gx, 3));
+    CHECK(grad_is(ctx, y, gy, 3));
+    /* a second backward adds into .grad */
+    L = kn_sum(ctx, kn_mul(ctx, x, y), NULL, 0, 0);
+    CHECK(kn_backward(ctx, L, 0) == KN_OK);
+    for (int i = 0; i < 3; i++) gx[i] += yv[i];
+    CHECK(grad_is(ctx, x, gx, 3));
+    kn_zero_grad(ctx, (kn_tensor *[]){x, y}, 2);
+    CHECK(kn_grad(ctx, x) == NULL);
+    /* the graph is released: a second backward through it is an error */
+    CHECK(kn_backward(ctx, L, 0) != KN_OK);
+    CHECK_ERR(ctx, "released");
+    /* keep_graph allows it */
+    L = kn_sum(ctx, kn_square(ctx, x), NULL, 0, 0);
+    CHECK(kn_backward(ctx, L, 1) == KN_OK && kn_backward(ctx, L, 0) == KN_OK);
+    double g4[3] = {4 * xv[0], 4 * xv[1], 4 * xv[2]};
+    CHECK(grad_is(ctx, x, g4, 3));
+    kn_zero_grad(ctx, (kn_tensor *[]){x}, 1);
+}
+
+static void test_matmul_views(kn_ctx *ctx)
+{
+    /* L = sum(A^T @ B) with A (3, 2) given transposed, B (3, 4) broadcast-added to a bias (4) */
+    int64_t s32[2] = {3, 2}, s34[2] = {3, 4}, s4 = 4;
+    kn_tensor *A = kn_param(ctx, kn_randn(ctx, KN_F64, 2, s32));
+    kn_tensor *B = kn_param(ctx, kn_randn(ctx, KN_F64, 2, s34));
+    kn_tensor *b = kn_param(ctx, kn_randn(ctx, KN_F64, 1, &s4));
+    kn_tensor *Y = kn_add(ctx, kn_matmul(ctx, kn_transpose(ctx, A, 0, 1), B), b); /* (2, 4) */
+    CHECK(kn_backward(ctx, kn_sum(ctx, Y, NULL, 0, 0), 0) == KN_OK);
+    /* dL/dA[i][j] = sum_k B[i][k]; dL/dB[i][k] = sum_j A[i][j]; dL/db = 2 */
+    double ga[6], gb[12], gbias[4] = {2, 2, 2, 2};
+    for (int i = 0; i < 3; i++) {
+        double rb = 0, ra = 0;
+        for (int k = 0; k < 4; k++) rb += dt_load(KN_F64, tensor_ptr(B, i * 4 + k));
+        for (int j = 0; j < 2; j++) ra += dt_load(KN_F64, tensor_ptr(A, i * 2 + j));
+        for (int j = 0; j < 2; j++) ga[i * 2 + j] = rb;
+        for (int k = 0; k < 4; k++) gb[i * 4 + k] = ra;
+    }
+    CHECK(grad_is(ctx, A, ga, 6));
+    CHECK(grad_is(ctx, B, gb, 12));
+    CHECK(grad_is(ctx, b, gbias, 4));
+}
+
+static void test_errors(kn_ctx *ctx)
+{
+    int64_t s3 = 3;
+    kn_tensor *x = kn_param(ctx, kn_ones(ctx, KN_F32, 1, &s3));
+    CHECK(kn_backward(ctx, kn_mul(ctx, x, x), 0) != KN_OK);
+    CHECK_ERR(ctx, "kn_backward: loss has 3 elements");
+    CHECK(kn_backward(ctx, kn_sum(ctx, kn_ones(ctx, KN_F32, 1, &s3), NULL, 0, 0), 0) != KN_OK);
+    CHECK_ERR(ctx, "does not require grad");
+    CHECK(kn_param(ctx, kn_zeros(ctx, KN_I64, 1, &s3)) == NULL);
+    CHECK_ERR(ctx, "kn_param: only float tensors");
+    CHECK(kn_requires_grad(ctx, kn_mul(ctx, x, x), 1) == NULL);
+    CHECK_ERR(ctx, "only leaves");
+    CHECK(kn_backward(ctx, NULL, 0) != KN_OK);
+    CHECK_ERR(ctx, "'loss' is NULL");
+    autodiff_release(ctx);
+}
+
+static void test_lifetime(kn_ctx *ctx)
+{
+    int64_t s[2] = {8, 8};
+    kn_tensor *w = kn_param(ctx, kn_randn(ctx, KN_F32, 2, s));
+    /* a loop that never calls backward: scopes trim the tape */
+    for (int i = 0; i < 50; i++) {
+        kn_scope_begin(ctx);
+        kn_tanh(ctx, kn_matmul(ctx, w, w));
+        kn_scope_end(ctx);
+    }
+    CHECK(ctx->tape == NULL);
+    /* a training-like loop holds memory flat */
+    size_t tensors = 0, bytes = 0;
+    for (int i = 0; i < 30; i++) {
+        kn_scope_begin(ctx);
+        kn_tensor *L = kn_sum(ctx, kn_tanh(ctx, kn_matmul(ctx, w, w)), NULL, 0, 0);
+        CHECK(kn_backward(ctx, L, 0) == KN_OK);
+        kn_scope_end(ctx);
+        if (i == 1) tensors = kn_live_tensors(ctx), bytes = kn_live_bytes(ctx);
+    }
+    CHECK(kn_live_tensors(ctx) == tensors && kn_live_bytes(ctx) == bytes);
+    /* a requires-grad leaf freed before backward: no gradient, no crash */
+    kn_tensor *v = kn_requires_grad(ctx, kn_randn(ctx, KN_F32, 2, s), 1);
+    kn_tensor *L = kn_sum(ctx, kn_add(ctx, kn_mul(ctx, v, w), w), NULL, 0, 0);
+    kn_free(ctx, v);
+    kn_zero_grad(ctx, &w, 1);
+    CHECK(kn_backward(ctx, L, 0) == KN_OK && kn_grad(ctx, w) != NULL);
+}
+
+/* The same backward, run while tracing, appends the backward to the graph. */
+static void test_traced(kn_ctx *ctx)
+{
+    double xv[3] = {0.5, -1, 2};
+    kn_tensor *x = kn_param(ctx, vec(ctx, KN_F64, 3, xv));
+    ctx->trace = graph_new(ctx);
+    kn_tensor *L = kn_sum(ctx, kn_mul(ctx, kn_sin(ctx, x), x), NULL, 0, 0);
+    uint32_t nfwd = ctx->trace->n;
+    kn_tensor *g = NULL;
+    CHECK(autodiff_grads(ctx, L, 1, &x, &g) == KN_OK);
+    CHECK(g && g->st == NULL && g->node >= nfwd);  /* symbolic, appended after the forward */
+    CHECK(graph_verify(ctx, ctx->trace) == 0);
+    CHECK(kn_grad(ctx, x) == NULL);                 /* .grad untouched */
+    autodiff_release(ctx);
+    graph_free(ctx->trace);
+    ctx->trace = NULL;
+}
+
+int main(void)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    test_basic(ctx);
+    test_matmul_views(ctx);
+    test_errors(ctx);
+    test_lifetime(ctx);
+    test_traced(ctx);
+    kn_ctx_free(ctx);
+    TEST_END("autodiff");
+}
