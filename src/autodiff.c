@@ -33,6 +33,7 @@ typedef struct {
     CustomVjp fn;         /* custom entries: the backward and what it saved */
     kn_tensor *saved[4];
     int nsaved;
+    int64_t args[4];
     kn_tensor *g;         /* the cotangent accumulated during backward */
 } Entry;
 
@@ -121,15 +122,23 @@ kn_status autodiff_record(kn_ctx *ctx, Op op, kn_tensor *const *src, const Param
     return link_entry(ctx, e, kn_opinfo[op].nsrc, src, out);
 }
 
+int autodiff_custom_wanted(kn_ctx *ctx, kn_tensor *x)
+{
+    return x && !ctx->no_custom_vjp && autodiff_wants(ctx, 1, &x);
+}
+
 kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, int nsaved,
-                           kn_tensor *const *saved, CustomVjp fn)
+                           kn_tensor *const *saved, const int64_t *args, int nargs, CustomVjp fn)
 {
     if (!out || !autodiff_wants(ctx, nin, in)) return out;
-    KN_ASSERT(nin <= 3 && nsaved <= 4);
+    KN_ASSERT(nin <= 3 && nsaved <= 4 && nargs <= 4);
+    for (int i = 0; i < nsaved; i++)
+        if (!saved[i]) return NULL; /* a failed forward piece: its error is set */
     Entry *e = new_entry(ctx);
     if (!e) return NULL;
     e->custom = 1;
     e->fn = fn;
+    for (int i = 0; i < nargs; i++) e->args[i] = args[i];
     for (int i = 0; i < nsaved; i++, e->nsaved++)
         if (!(e->saved[i] = tensor_hold(ctx, saved[i]))) return NULL;
     return link_entry(ctx, e, nin, in, out) == KN_OK ? out : NULL;
@@ -247,7 +256,7 @@ static kn_tensor *vjp_unary(kn_ctx *ctx, Op op, kn_tensor *x, kn_tensor *out, kn
 
 static kn_tensor *vjp(kn_ctx *ctx, Entry *e, int i, kn_tensor *g)
 {
-    if (e->custom) return e->fn(ctx, g, e->saved, i);
+    if (e->custom) return e->fn(ctx, g, e->saved, e->args, i);
     Op op = (Op)e->op;
     kn_tensor *x = e->src[0], *y = e->nsrc > 1 ? e->src[1] : NULL, *out = e->out;
     switch (op) {
@@ -436,6 +445,8 @@ static void trim(kn_ctx *ctx, uint32_t keep)
 }
 
 void autodiff_release(kn_ctx *ctx) { trim(ctx, 0); }
+
+uint32_t autodiff_tape_len(const kn_ctx *ctx) { return ctx->tape ? ctx->tape->n : 0; }
 
 void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf)
 {

@@ -233,14 +233,17 @@ kn_tensor *truth(kn_ctx *ctx, kn_tensor *x);               /* x != 0 as bool */
  * with grad off and record one custom entry. */
 int autodiff_wants(const kn_ctx *ctx, int n, kn_tensor *const *src);
 kn_status autodiff_record(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, kn_tensor *out);
-typedef kn_tensor *(*CustomVjp)(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, int which);
-/* out = f(in[0..nin)) computed with grad off; fn(g, saved, i) gives d/d in[i]. */
+typedef kn_tensor *(*CustomVjp)(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which);
+/* out = f(in[0..nin)) computed with grad off; fn(g, saved, args, i) gives
+ * d/d in[i]. Up to 3 inputs, 4 saved tensors and 4 integer arguments. */
 kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, int nsaved,
-                           kn_tensor *const *saved, CustomVjp fn);
+                           kn_tensor *const *saved, const int64_t *args, int nargs, CustomVjp fn);
+int autodiff_custom_wanted(kn_ctx *ctx, kn_tensor *x); /* grad wanted for x and custom rules on */
 /* d loss / d leaves[i] into grads[i] (NULL where unreached), without touching
  * .grad; the tape is kept. Used by kn_backward and to build joint graphs. */
 kn_status autodiff_grads(kn_ctx *ctx, kn_tensor *loss, int n, kn_tensor *const *leaves, kn_tensor **grads);
 void autodiff_release(kn_ctx *ctx); /* drop the tape */
+uint32_t autodiff_tape_len(const kn_ctx *ctx);
 void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf); /* a leaf is being freed */
 void autodiff_scope_begin(kn_ctx *ctx);                  /* remember the tape's length */
 void autodiff_scope_end(kn_ctx *ctx);                    /* drop entries nothing alive refers to */

@@ -783,6 +783,27 @@ static int64_t trailing_dims(const kn_tensor *x, int nnorm, int *dims)
 }
 
 /* y = (x - mean) / sqrt(var + eps) * w + b over the last nnorm dims. */
+/* The normalisation's hand-written backward (the affine part is derived):
+ * with xhat = (x - mean) * rstd over the last n dims,
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). One pass of means
+ * instead of differentiating through mean, variance and rsqrt. */
+static kn_tensor *layer_norm_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which)
+{
+    (void)which;
+    kn_tensor *xhat = saved[0], *rstd = saved[1];
+    kn_dtype dt = (kn_dtype)xhat->dtype;
+    int n = (int)args[0], dims[KN_MAX_DIMS];
+    int64_t count = 1;
+    for (int i = 0; i < n; i++) {
+        dims[i] = xhat->ndim - n + i;
+        count *= xhat->shape[dims[i]];
+    }
+    kn_tensor *mg = binc(ctx, OP_DIV, p_reduce(ctx, OP_SUM, g, dims, n), (double)count);
+    kn_tensor *mgx = binc(ctx, OP_DIV, p_reduce(ctx, OP_SUM, prim2(ctx, OP_MUL, g, xhat), dims, n), (double)count);
+    kn_tensor *d = bin(ctx, OP_SUB, bin(ctx, OP_SUB, g, mg, dt), bin(ctx, OP_MUL, xhat, mgx, dt), dt);
+    return bin(ctx, OP_MUL, d, rstd, dt);
+}
+
 static kn_tensor *layer_norm_op(kn_ctx *ctx, kn_tensor *x, int nnorm, const int64_t *normalized_shape,
                                 kn_tensor *weight, kn_tensor *bias, double eps)
 {
@@ -791,8 +812,18 @@ static kn_tensor *layer_norm_op(kn_ctx *ctx, kn_tensor *x, int nnorm, const int6
     int dims[KN_MAX_DIMS];
     int64_t count = trailing_dims(x, nnorm, dims);
     Moments mo;
-    moments(ctx, p_cast(ctx, x, dt), dims, nnorm, count, dt, &mo);
-    kn_tensor *y = scale_rsqrt(ctx, mo.dev, binc(ctx, OP_DIV, mo.ss, (double)count), eps == 0 ? 1e-5 : eps, dt);
+    kn_tensor *xc = p_cast(ctx, x, dt);
+    int custom = autodiff_custom_wanted(ctx, xc);
+    int was = custom ? kn_set_grad_enabled(ctx, 0) : 0;
+    moments(ctx, xc, dims, nnorm, count, dt, &mo);
+    kn_tensor *var = binc(ctx, OP_DIV, mo.ss, (double)count);
+    kn_tensor *rstd = prim1(ctx, OP_RECIP, prim1(ctx, OP_SQRT, binc(ctx, OP_ADD, var, eps == 0 ? 1e-5 : eps)));
+    kn_tensor *y = bin(ctx, OP_MUL, mo.dev, rstd, dt); /* xhat */
+    if (custom) {
+        kn_set_grad_enabled(ctx, was);
+        int64_t arg = nnorm;
+        y = autodiff_custom(ctx, y, 1, &xc, 2, (kn_tensor *[]){y, rstd}, &arg, 1, layer_norm_vjp);
+    }
     return p_cast(ctx, affine(ctx, y, weight, bias, 0, dt), (kn_dtype)x->dtype);
 }
 

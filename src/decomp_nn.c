@@ -148,14 +148,35 @@ static kn_tensor *sigmoid_core(kn_ctx *ctx, kn_tensor *x)
 /* softmax or log_softmax along d, shifted by the row max m:
  * softmax = exp(x - m) / sum exp(x - m), log_softmax = (x - m) - log sum.
  * A row of -inf has m = -inf and gives NaN, as in torch. */
-static kn_tensor *softmax_core(kn_ctx *ctx, kn_tensor *x, int d, int log)
+static kn_tensor *softmax_fwd(kn_ctx *ctx, kn_tensor *x, int d, int log)
 {
-    if (!x) return NULL;
     kn_tensor *z = bin(ctx, OP_SUB, x, rmax(ctx, x, d), (kn_dtype)x->dtype);
     kn_tensor *e = prim1(ctx, OP_EXP, z);
     kn_tensor *s = rsum(ctx, e, d); /* (..., 1, ...) */
     if (log) return bin(ctx, OP_SUB, z, prim1(ctx, OP_LOG, s), (kn_dtype)x->dtype);
     return bin(ctx, OP_DIV, e, s, (kn_dtype)x->dtype);
+}
+
+/* log_softmax's hand-written backward: dx = g - exp(y) * sum(g) along d.
+ * The derived one goes through the max shift and log-sum: more ops, and
+ * the max's tie-splitting mask, for the same value. */
+static kn_tensor *log_softmax_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which)
+{
+    (void)which;
+    kn_tensor *y = saved[0];
+    kn_tensor *sg = rsum(ctx, g, (int)args[0]);
+    return bin(ctx, OP_SUB, g, bin(ctx, OP_MUL, prim1(ctx, OP_EXP, y), sg, (kn_dtype)y->dtype), (kn_dtype)y->dtype);
+}
+
+static kn_tensor *softmax_core(kn_ctx *ctx, kn_tensor *x, int d, int log)
+{
+    if (!x) return NULL;
+    if (!log || !autodiff_custom_wanted(ctx, x)) return softmax_fwd(ctx, x, d, log);
+    int was = kn_set_grad_enabled(ctx, 0);
+    kn_tensor *y = softmax_fwd(ctx, x, d, 1);
+    kn_set_grad_enabled(ctx, was);
+    int64_t arg = d;
+    return autodiff_custom(ctx, y, 1, &x, 1, &y, &arg, 1, log_softmax_vjp);
 }
 
 /* ---- operand shape checks ---- */
@@ -575,6 +596,44 @@ kn_tensor *kn_nll_loss(kn_ctx *ctx, kn_tensor *logp, kn_tensor *target, const kn
  * torch 1.13's cross_entropy_loss_label_smoothing: smooth_i =
  * -sum_c w_c logp[i, c] (0 where ignored), reduced like the nll term, the
  * mean dividing both by the sum of the target weights of kept entries. */
+/* cross_entropy's hand-written backward (no label smoothing): with p the
+ * softmax of x, t the target class and w_t its weight (0 where ignored),
+ * dx = (p - onehot(t)) * w_t * g, divided by the sum of w_t for a mean. One
+ * fused expression instead of log_softmax's and nll's gather/scatter. */
+static kn_tensor *ce_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which)
+{
+    (void)which;
+    kn_tensor *p = saved[0], *safe = saved[1], *w = saved[2], *denom = saved[3];
+    int cd = (int)args[0], nd = p->ndim;
+    kn_dtype dt = (kn_dtype)p->dtype;
+    int64_t ishape[KN_MAX_DIMS];
+    memcpy(ishape, p->shape, sizeof ishape);
+    ishape[cd] = 1;                                                   /* (N, 1, d...) */
+    kn_tensor *coef = bin(ctx, OP_MUL, w, g, dt);                     /* (T) */
+    if (args[1] == KN_REDUCE_MEAN) coef = bin(ctx, OP_DIV, coef, denom, dt);
+    coef = p_reshape(ctx, coef, nd, ishape);
+    kn_tensor *cls = p_iota(ctx, KN_I64, nd, p->shape, cd);
+    kn_tensor *hot = p_cast(ctx, bin(ctx, OP_CMPEQ, cls, p_reshape(ctx, safe, nd, ishape), KN_I64), dt);
+    return bin(ctx, OP_MUL, prim2(ctx, OP_SUB, p, hot), coef, dt);
+}
+
+/* The forward with grad off, then one custom entry for x. */
+static kn_tensor *ce_custom(kn_ctx *ctx, kn_tensor *x, kn_tensor *target, kn_tensor *w, const kn_loss_opts *o,
+                            kn_reduction r)
+{
+    int cd = class_dim(x), was = kn_set_grad_enabled(ctx, 0);
+    kn_dtype dt = (kn_dtype)x->dtype;
+    kn_tensor *logp = softmax_core(ctx, x, cd, 1);
+    Nll n = nll_terms(ctx, logp, target, w, o);
+    kn_tensor *loss = nll_reduce(ctx, n.loss, &n, r);
+    kn_tensor *denom = r == KN_REDUCE_MEAN ? sum_all(ctx, n.w) : c_scalar(ctx, dt, 1.0);
+    kn_tensor *safe = where_b(ctx, n.ign, c_scalar(ctx, KN_I64, 0.0), p_cast(ctx, target, KN_I64));
+    kn_tensor *p = prim1(ctx, OP_EXP, logp);
+    kn_set_grad_enabled(ctx, was);
+    int64_t args[2] = {cd, r};
+    return autodiff_custom(ctx, loss, 1, &x, 4, (kn_tensor *[]){p, safe, n.w, denom}, args, 2, ce_vjp);
+}
+
 kn_tensor *kn_cross_entropy(kn_ctx *ctx, kn_tensor *input, kn_tensor *target, const kn_loss_opts *o)
 {
     ENTER(ctx, "kn_cross_entropy");
@@ -589,7 +648,10 @@ kn_tensor *kn_cross_entropy(kn_ctx *ctx, kn_tensor *input, kn_tensor *target, co
     int64_t C = input->shape[cd];
     kn_tensor *w = o && o->weight ? p_cast(ctx, o->weight, cdt) : NULL;
     if (o && o->weight && !w) return LEAVE(ctx, NULL); /* the cast failed: not "no weight" */
-    kn_tensor *logp = softmax_core(ctx, p_cast(ctx, input, cdt), cd, 1); /* (N, C, d...) */
+    kn_tensor *xin = p_cast(ctx, input, cdt);
+    if (eps == 0 && autodiff_custom_wanted(ctx, xin))
+        return LEAVE(ctx, p_cast(ctx, ce_custom(ctx, xin, target, w, o, r), dt));
+    kn_tensor *logp = softmax_core(ctx, xin, cd, 1); /* (N, C, d...) */
     Nll n = nll_terms(ctx, logp, target, w, o);
     kn_tensor *nll = nll_reduce(ctx, n.loss, &n, r);
     if (eps == 0) return LEAVE(ctx, p_cast(ctx, nll, dt));
