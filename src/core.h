@@ -4,7 +4,8 @@
  *
  * Module prefixes: arena_ (arena.c), ctx_/err (ctx.c), tensor_ (tensor.c),
  * prim_ (prim.c), interp_ (interp.c), graph_ (graph.c), expr_/dim_ (expr.c),
- * dt_ (dtype.c). Everything else is static in its file.
+ * dt_ (dtype.c), autodiff_ (autodiff.c), partition_/graph_run (partition.c),
+ * opslist_ (opslist.c). Everything else is static in its file.
  */
 #ifndef KN_CORE_H
 #define KN_CORE_H

@@ -248,7 +248,14 @@ kn_tensor *kn_relu(kn_ctx *ctx, kn_tensor *x)
     ENTER(ctx, "kn_relu");
     if (!tensor_check(ctx, x, "x")) return LEAVE(ctx, NULL);
     if (x->dtype == KN_BOOL) return LEAVE(ctx, kn_err(ctx, KN_EDTYPE, "operand 'x' is bool; relu needs numbers"));
-    return LEAVE(ctx, binc(ctx, OP_MAX, x, 0.0)); /* integers stay integers; NaN stays NaN */
+    /* where(0 < x, x, 0), with NaN kept: the gradient is g where x > 0 and 0
+     * elsewhere, x == 0 included, as torch's threshold_backward (max(x, 0)
+     * would split it at 0). Integers stay integers. */
+    kn_dtype dt = (kn_dtype)x->dtype;
+    kn_tensor *zero = c_scalar(ctx, dt, 0.0);
+    kn_tensor *pos = bin(ctx, OP_CMPLT, zero, x, dt);
+    kn_tensor *rest = dt_is_float(dt) ? where_b(ctx, prim2(ctx, OP_CMPEQ, x, x), zero, x) : zero; /* NaN: x */
+    return LEAVE(ctx, where_b(ctx, pos, x, rest));
 }
 
 /* Opens a float-only activation: x checked and widened to its compute
@@ -610,7 +617,8 @@ static kn_tensor *ce_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, con
     memcpy(ishape, p->shape, sizeof ishape);
     ishape[cd] = 1;                                                   /* (N, 1, d...) */
     kn_tensor *coef = bin(ctx, OP_MUL, w, g, dt);                     /* (T) */
-    if (args[1] == KN_REDUCE_MEAN) coef = bin(ctx, OP_DIV, coef, denom, dt);
+    if (args[1] == KN_REDUCE_MEAN) /* ignored entries (w 0) get 0, even when all are: no 0/0 */
+        coef = where_b(ctx, binc(ctx, OP_CMPEQ, w, 0.0), c_scalar(ctx, dt, 0.0), bin(ctx, OP_DIV, coef, denom, dt));
     coef = p_reshape(ctx, coef, nd, ishape);
     kn_tensor *cls = p_iota(ctx, KN_I64, nd, p->shape, cd);
     kn_tensor *hot = p_cast(ctx, bin(ctx, OP_CMPEQ, cls, p_reshape(ctx, safe, nd, ishape), KN_I64), dt);
