@@ -303,15 +303,24 @@ int kn_set_grad_enabled(kn_ctx *ctx, int on);                    /* returns the 
 kn_tensor *kn_detach(kn_ctx *ctx, kn_tensor *t);                 /* same storage, no history */
 
 /* ---- parameters as PyTorch initialises them (from the context's seed) ---- */
-/* U(-b, b) with b = gain * sqrt(3 / fan_in), gain = sqrt(2 / (1 + a^2)); a = sqrt(5) for nn.Linear
- * and nn.Conv weights. fan_in = shape[1] * prod(shape[2:]). */
+/* New tensors (wrap with kn_param). kaiming: U(-b, b) with b = gain * sqrt(3 / fan_in),
+ * gain = sqrt(2 / (1 + a^2)); a = sqrt(5) for nn.Linear and nn.Conv weights.
+ * fan_in = shape[1] * prod(shape[2:]); fewer than 2 dims is an error; an empty shape gives zeros.
+ * uniform: lo + (hi - lo) * u, u from kn_rand; needs finite lo <= hi and a float dtype. */
 kn_tensor *kn_kaiming_uniform(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, double a);
 kn_tensor *kn_uniform(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, double lo, double hi);
 
 /* ---- optimizers: the update is a graph of primitives; state lives in tensors ----
- * Zeroed options give PyTorch's defaults: lr 1e-3 (SGD needs lr), betas 0.9 and 0.999,
- * eps 1e-8, AdamW weight_decay 1e-2. A zero that is meaningful (momentum, dampening,
- * weight_decay for SGD and Adam) is used as given. */
+ * PyTorch 1.13's update rules. Zeroed options give PyTorch's defaults: lr 1e-3 (SGD has
+ * none: lr 0 is an error), betas 0.9 and 0.999, eps 1e-8, AdamW weight_decay 1e-2 (so
+ * AdamW cannot have 0: use Adam). A zero that is meaningful (momentum, dampening,
+ * weight_decay for SGD and Adam) is used as given. Invalid options (lr < 0, momentum or
+ * weight_decay < 0, eps < 0, a beta outside [0, 1), nesterov without momentum > 0 and
+ * dampening 0), an empty list, a NULL, repeated or non-float parameter: NULL and an error.
+ * The optimizer keeps the handles (they must outlive it) and makes its state tensors at
+ * the first step that reaches each parameter. A step writes params and state in place
+ * with grad disabled; on error (a grad whose shape is not its parameter's) it changes
+ * nothing. Free the optimizer before its context. */
 typedef struct kn_optim kn_optim;
 typedef struct {
     double lr, momentum, dampening, weight_decay;
@@ -326,8 +335,8 @@ kn_optim *kn_sgd(kn_ctx *ctx, kn_tensor *const *params, int n, const kn_sgd_opts
 kn_optim *kn_adam(kn_ctx *ctx, kn_tensor *const *params, int n, const kn_adam_opts *o);
 kn_optim *kn_adamw(kn_ctx *ctx, kn_tensor *const *params, int n, const kn_adam_opts *o);
 kn_status kn_optim_step(kn_optim *opt);      /* params without a grad are skipped, as in torch */
-void kn_optim_zero_grad(kn_optim *opt);
-void kn_optim_free(kn_optim *opt);
+void kn_optim_zero_grad(kn_optim *opt);      /* kn_zero_grad on its params */
+void kn_optim_free(kn_optim *opt);           /* frees the state; NULL is fine */
 
 #ifdef __cplusplus
 }
