@@ -638,24 +638,6 @@ static kn_tensor *affine(kn_ctx *ctx, kn_tensor *y, kn_tensor *w, kn_tensor *b, 
     return y;
 }
 
-/* Writes src's elements into dst's storage in place, respecting both
- * tensors' strides: how batch_norm updates the caller's running stats. */
-static void store_into(kn_tensor *dst, const kn_tensor *src)
-{
-    KN_ASSERT(src->dtype == dst->dtype && src->ndim == dst->ndim);
-    size_t es = kn_dtype_size((kn_dtype)dst->dtype);
-    int64_t n = tensor_numel(dst->ndim, dst->shape), idx[KN_MAX_DIMS] = {0}, od = dst->offset, os = src->offset;
-    for (int64_t k = 0; k < n; k++) {
-        memcpy(tensor_ptr(dst, od), tensor_ptr(src, os), es);
-        for (int d = dst->ndim - 1; d >= 0; d--) {
-            od += dst->stride[d], os += src->stride[d];
-            if (++idx[d] < dst->shape[d]) break;
-            od -= dst->stride[d] * dst->shape[d], os -= src->stride[d] * src->shape[d];
-            idx[d] = 0;
-        }
-    }
-}
-
 /* (1 - m) * run + m * value, computed in f64, in run's dtype and shape. */
 static kn_tensor *running_update(kn_ctx *ctx, kn_tensor *run, kn_tensor *value, double m)
 {
@@ -674,9 +656,8 @@ static int update_running(kn_ctx *ctx, kn_tensor *rm, kn_tensor *rv, const Momen
         kn_tensor *unbiased = binc(ctx, OP_DIV, p_cast(ctx, mo->ss, KN_F64), (double)(count - 1));
         if (!(var = running_update(ctx, rv, unbiased, m))) return 0;
     }
-    if (mean) store_into(rm, mean);
-    if (var) store_into(rv, var);
-    return 1;
+    if (mean && tensor_assign(ctx, rm, mean) != KN_OK) return 0;
+    return !var || tensor_assign(ctx, rv, var) == KN_OK;
 }
 
 /* Ranks, shapes and dtypes; running stats required in eval and concrete when updated. */
