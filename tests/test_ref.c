@@ -10,6 +10,16 @@
  * and bf16, exact for integers and bool). One CHECK per case. A case whose op the
  * table lacks fails, as does a missing data directory.
  *
+ * A case with a gradient part runs a second time, in a fresh context, with a
+ * second CHECK: the inputs that have a reference gradient are marked
+ * kn_requires_grad on the stored tensor before the view recipe is applied (so
+ * a transposed or expanded input gets its gradient through the view), the
+ * outputs are compared again, loss = sum_i kn_sum(kn_mul(out_i, cot_i)),
+ * kn_backward, and kn_grad of each marked tensor is compared with PyTorch's at
+ * rtol 1e-4 / atol 1e-5 for f32 (1e-9 / 1e-10 for f64), or the looser
+ * tolerance of the outputs it flows back from. A marked input that backward
+ * does not reach may have no .grad only when its reference gradient is zero.
+ *
  * Run from the repository root:  build/tests/test_ref [-v] [-x SKIP] [NAME_SUBSTRING]
  *   -v prints each case before it runs (to find a crash or a hang); -x skips the
  *   cases whose name contains SKIP (debugging only: a skipped case is not run);
@@ -30,6 +40,7 @@ typedef struct {
     const FxCase *c;
     const OpRow *row;
     kn_tensor *in[FX_MAX_TENSORS];
+    kn_tensor *base[FX_MAX_TENSORS]; /* the stored tensor behind in[i] when it requires grad */
     kn_tensor *res[FX_MAX_TENSORS];
     int nres;
     char note[WHY_LEN]; /* a failure the runner found beyond the values ("" if none) */
@@ -352,24 +363,28 @@ static kn_tensor *apply_step(kn_ctx *ctx, kn_tensor *x, const FxStep *s)
     }
 }
 
-/* The stored tensor with its view recipe applied, or NULL with an error pending. */
-static kn_tensor *build_input(kn_ctx *ctx, const FxTensor *t)
+/* The stored tensor with its view recipe applied, or NULL with an error pending.
+ * With grad, the stored tensor is marked as requiring grad first and left in *base. */
+static kn_tensor *build_input(kn_ctx *ctx, const FxTensor *t, int grad, kn_tensor **base)
 {
     kn_tensor *x;
     int i;
     if (t->code == FX_SCALAR) return kn_scalar(ctx, fx_scalar_value(t));
     x = kn_tensor_from(ctx, (kn_dtype)t->code, t->ndim, t->shape, t->data);
+    if (x && grad) x = *base = kn_requires_grad(ctx, x, 1);
     for (i = 0; i < t->nsteps && x; i++) x = apply_step(ctx, x, &t->steps[i]);
     return x;
 }
 
-/* 1 when every input was built (absent ones stay NULL on purpose). */
-static int build_inputs(Call *k, char *why)
+/* 1 when every input was built (absent ones stay NULL on purpose). With grad,
+ * the inputs that have a reference gradient require grad. */
+static int build_inputs(Call *k, int grad, char *why)
 {
-    int i;
+    int i, mark;
     for (i = 0; i < k->c->nin; i++) {
         if (k->c->in[i].code == FX_ABSENT) continue;
-        k->in[i] = build_input(k->ctx, &k->c->in[i]);
+        mark = grad && k->c->ngrad && k->c->grad[i].code != FX_ABSENT;
+        k->in[i] = build_input(k->ctx, &k->c->in[i], mark, &k->base[i]);
         if (!k->in[i]) {
             snprintf(why, WHY_LEN, "building input %d failed: %s", i, kn_last_error(k->ctx));
             return 0;
@@ -418,14 +433,38 @@ static double elem_real(const unsigned char *p, int code, int64_t i)
 
 static int is_float(int code) { return code == KN_F32 || code == KN_F64 || code == KN_F16 || code == KN_BF16; }
 
-/* Elementwise agreement: floats by test_close at the dtype's tolerance, the rest bit-exact. */
-static int elem_ok(const unsigned char *got, const unsigned char *want, int code, int64_t i)
+typedef struct {
+    double rtol, atol;
+} Tol;
+
+/* Outputs: f16 and bf16 to about one unit in the last place, as kiln rounds an f32 result. */
+static Tol out_tol(int code)
 {
-    /* f16 and bf16: about one unit in the last place, as kiln rounds an f32 result */
-    static const double rtol[] = {1e-5, 1e-10, 1e-3, 8e-3}, atol[] = {1e-6, 1e-12, 1e-5, 1e-4};
+    static const Tol tol[] = {{1e-5, 1e-6}, {1e-10, 1e-12}, {1e-3, 1e-5}, {8e-3, 1e-4}};
+    return is_float(code) ? tol[code] : tol[0];
+}
+
+/* Gradients accumulate more rounding than one op's output. */
+static Tol grad_tol(int code)
+{
+    static const Tol tol[] = {{1e-4, 1e-5}, {1e-9, 1e-10}, {1e-3, 1e-5}, {8e-3, 1e-4}};
+    return is_float(code) ? tol[code] : tol[0];
+}
+
+static Tol looser(Tol a, Tol b)
+{
+    Tol t;
+    t.rtol = a.rtol > b.rtol ? a.rtol : b.rtol;
+    t.atol = a.atol > b.atol ? a.atol : b.atol;
+    return t;
+}
+
+/* Elementwise agreement: floats by test_close at tol, the rest bit-exact. */
+static int elem_ok(const unsigned char *got, const unsigned char *want, int code, int64_t i, Tol tol)
+{
     size_t sz = fx_dtype_size(code);
     if (!is_float(code)) return memcmp(got + (size_t)i * sz, want + (size_t)i * sz, sz) == 0;
-    return test_close(elem_real(got, code, i), elem_real(want, code, i), rtol[code], atol[code]);
+    return test_close(elem_real(got, code, i), elem_real(want, code, i), tol.rtol, tol.atol);
 }
 
 static void shape_str(char *dst, size_t cap, int ndim, const int64_t *shape)
@@ -447,8 +486,9 @@ static int same_shape(const kn_tensor *t, const FxTensor *want)
     return 1;
 }
 
-/* Compares the values of got (dtype and shape already equal) with want. */
-static int compare_values(kn_ctx *ctx, kn_tensor *got, const FxTensor *want, int which, char *why)
+/* Compares the values of got (dtype and shape already equal) with want; what names it in why. */
+static int compare_values(kn_ctx *ctx, kn_tensor *got, const FxTensor *want, const char *what, Tol tol,
+                          char *why)
 {
     size_t bytes = (size_t)want->numel * fx_dtype_size(want->code);
     unsigned char *buf = malloc(bytes ? bytes : 1);
@@ -460,35 +500,42 @@ static int compare_values(kn_ctx *ctx, kn_tensor *got, const FxTensor *want, int
     }
     st = kn_read(ctx, got, buf, bytes);
     if (st != KN_OK) {
-        snprintf(why, WHY_LEN, "output %d: kn_read failed: %s", which, kn_last_error(ctx));
+        snprintf(why, WHY_LEN, "%s: kn_read failed: %s", what, kn_last_error(ctx));
         free(buf);
         return 0;
     }
     for (i = 0; i < want->numel; i++)
-        if (!elem_ok(buf, want->data, want->code, i) && bad++ == 0) first = i;
+        if (!elem_ok(buf, want->data, want->code, i, tol) && bad++ == 0) first = i;
     if (bad)
-        snprintf(why, WHY_LEN, "output %d: %lld of %lld values differ; first at flat index %lld: got %.9g, want %.9g",
-                 which, (long long)bad, (long long)want->numel, (long long)first,
+        snprintf(why, WHY_LEN, "%s: %lld of %lld values differ; first at flat index %lld: got %.9g, want %.9g",
+                 what, (long long)bad, (long long)want->numel, (long long)first,
                  elem_real(buf, want->code, first), elem_real(want->data, want->code, first));
     free(buf);
     return bad == 0;
 }
 
-static int compare_output(kn_ctx *ctx, kn_tensor *got, const FxTensor *want, int which, char *why)
+static int compare_tensor(kn_ctx *ctx, kn_tensor *got, const FxTensor *want, const char *what, Tol tol, char *why)
 {
     char gs[128], ws[128];
     if (kn_dtype_of(got) != (kn_dtype)want->code) {
-        snprintf(why, WHY_LEN, "output %d: dtype %s, PyTorch gives %s", which, kn_dtype_name(kn_dtype_of(got)),
+        snprintf(why, WHY_LEN, "%s: dtype %s, PyTorch gives %s", what, kn_dtype_name(kn_dtype_of(got)),
                  kn_dtype_name((kn_dtype)want->code));
         return 0;
     }
     if (!same_shape(got, want)) {
         shape_str(gs, sizeof gs, kn_ndim(got), kn_shape(got));
         shape_str(ws, sizeof ws, want->ndim, want->shape);
-        snprintf(why, WHY_LEN, "output %d: shape %s, PyTorch gives %s", which, gs, ws);
+        snprintf(why, WHY_LEN, "%s: shape %s, PyTorch gives %s", what, gs, ws);
         return 0;
     }
-    return compare_values(ctx, got, want, which, why);
+    return compare_values(ctx, got, want, what, tol, why);
+}
+
+static int compare_output(kn_ctx *ctx, kn_tensor *got, const FxTensor *want, int which, char *why)
+{
+    char what[32];
+    snprintf(what, sizeof what, "output %d", which);
+    return compare_tensor(ctx, got, want, what, out_tol(want->code), why);
 }
 
 /* 1 when the op succeeded and every result matches PyTorch's. */
@@ -514,20 +561,95 @@ static int verify(Call *k, char *why)
     return 1;
 }
 
+/* ---- gradients ---- */
+
+/* loss = sum over outputs with a cotangent of sum(out * cot); NULL with an error pending. */
+static kn_tensor *grad_loss(Call *k)
+{
+    kn_tensor *loss = NULL, *cot, *term;
+    const FxTensor *c;
+    int i;
+    for (i = 0; i < k->nres; i++) {
+        c = &k->c->cot[i];
+        if (c->code == FX_ABSENT) continue;
+        cot = kn_tensor_from(k->ctx, (kn_dtype)c->code, c->ndim, c->shape, c->data);
+        term = kn_sum(k->ctx, kn_mul(k->ctx, k->res[i], cot), NULL, 0, 0);
+        loss = loss ? kn_add(k->ctx, loss, term) : term;
+        if (!loss) return NULL;
+    }
+    return loss;
+}
+
+static int all_zero(const FxTensor *t)
+{
+    int64_t i;
+    for (i = 0; i < t->numel; i++)
+        if (elem_real(t->data, t->code, i) != 0) return 0;
+    return 1;
+}
+
+/* The tolerance of a gradient: its own dtype's, or the looser one of an output it flows back from. */
+static Tol case_grad_tol(const FxCase *c, int code)
+{
+    Tol t = grad_tol(code);
+    int i;
+    for (i = 0; i < c->ncot; i++)
+        if (c->cot[i].code != FX_ABSENT) t = looser(t, grad_tol(c->cot[i].code));
+    return t;
+}
+
+/* 1 when backward from the case's loss gives PyTorch's gradient for every marked input. */
+static int verify_grads(Call *k, char *why)
+{
+    kn_tensor *loss = grad_loss(k), *g;
+    int i, reached;
+    char what[48];
+    if (!loss) {
+        snprintf(why, WHY_LEN, "building the loss failed: %s", kn_last_error(k->ctx));
+        return 0;
+    }
+    reached = kn_is_requires_grad(loss);
+    if (reached && kn_backward(k->ctx, loss, 0) != KN_OK) {
+        snprintf(why, WHY_LEN, "kn_backward failed: %s", kn_last_error(k->ctx));
+        return 0;
+    }
+    for (i = 0; i < k->c->ngrad; i++) {
+        const FxTensor *want = &k->c->grad[i];
+        if (want->code == FX_ABSENT) continue;
+        snprintf(what, sizeof what, "gradient of input %d", i);
+        g = reached ? kn_grad(k->ctx, k->base[i]) : NULL;
+        if (!g && !all_zero(want)) {
+            snprintf(why, WHY_LEN, "%s: no .grad (%s), PyTorch's is nonzero", what,
+                     reached ? "backward did not reach it" : "the loss does not require grad");
+            return 0;
+        }
+        if (g && !compare_tensor(k->ctx, g, want, what, case_grad_tol(k->c, want->code), why)) return 0;
+    }
+    return 1;
+}
+
 /* ---- driving ---- */
 
-static int verbose, unknown_ops, ran;
+static int verbose, unknown_ops, ran, ran_grads;
 static const char *filter, *skip;
 
+/* Builds the inputs (with grad: the ones that have a reference gradient
+ * require it), runs the op and compares its results: 1 when they match. */
+static int run_forward(Call *k, int grad, char *why)
+{
+    if (!build_inputs(k, grad, why)) return 0;
+    k->row->run(k);
+    return verify(k, why);
+}
+
+/* The case as a forward op (no input requires grad), then, with a gradient
+ * part, again in a fresh context with grad: forward and backward. */
 static void run_case(const FxCase *c)
 {
     char why[WHY_LEN] = "";
     Call k;
-    int matches_pytorch;
-    memset(&k, 0, sizeof k);
-    k.c = c;
-    k.row = find_op(c->op);
-    if (!k.row) {
+    int ok, pass;
+    if (!find_op(c->op)) {
         unknown_ops++;
         CHECK_MSG(0, "case %s: the driver does not know op \"%s\"", c->name, c->op);
         return;
@@ -536,18 +658,25 @@ static void run_case(const FxCase *c)
         printf("  %s\n", c->name);
         fflush(stdout);
     }
-    k.ctx = kn_ctx_new(NULL);
-    if (!k.ctx) {
-        CHECK_MSG(0, "case %s: kn_ctx_new failed", c->name);
-        return;
+    for (pass = 0; pass < (c->ncot ? 2 : 1); pass++) {
+        memset(&k, 0, sizeof k);
+        k.c = c;
+        k.row = find_op(c->op);
+        k.ctx = kn_ctx_new(NULL);
+        if (!k.ctx) {
+            CHECK_MSG(0, "case %s: kn_ctx_new failed", c->name);
+            return;
+        }
+        ok = run_forward(&k, pass, why);
+        if (pass == 0) {
+            CHECK_MSG(ok, "case %s (kn_%s): %s", c->name, c->op, why);
+        } else {
+            ran_grads++;
+            ok = ok && verify_grads(&k, why);
+            CHECK_MSG(ok, "case %s (kn_%s) with grad: %s", c->name, c->op, why);
+        }
+        kn_ctx_free(k.ctx);
     }
-    matches_pytorch = build_inputs(&k, why);
-    if (matches_pytorch) {
-        k.row->run(&k);
-        matches_pytorch = verify(&k, why);
-    }
-    CHECK_MSG(matches_pytorch, "case %s (kn_%s): %s", c->name, c->op, why);
-    kn_ctx_free(k.ctx);
 }
 
 /* Runs every case of one file; the file must hold exactly the MANIFEST's count. */
@@ -594,6 +723,7 @@ int main(int argc, char **argv)
         fclose(m);
         CHECK_MSG(files > 0, "%s/MANIFEST lists no files", FX_DATA_DIR);
     }
-    printf("test_ref: %d cases from %d files, %d with an op the driver does not know\n", ran, files, unknown_ops);
+    printf("test_ref: %d cases (%d with gradients) from %d files, %d with an op the driver does not know\n", ran,
+           ran_grads, files, unknown_ops);
     TEST_END("test_ref");
 }

@@ -3,10 +3,16 @@
  *
  * Header-only, plain stdio, no kiln calls: it turns the bytes into FxCase
  * structs and leaves building tensors and calling ops to the test. The format
- * is documented at the top of gen.py; in short, a file is "KNREF001", a u32
+ * is documented at the top of gen.py; in short, a file is "KNREF002", a u32
  * case count and the cases, each a name, an op, integer and float arguments,
- * input tensors (with an optional view recipe) and expected output tensors.
+ * input tensors (with an optional view recipe), expected output tensors and
+ * an optional gradient part: one cotangent per output and the expected
+ * gradient of sum(out * cot) for each input (FX_ABSENT where there is none).
+ * "KNREF001" files, which have no gradient part, are read too.
  * tests/ref/data/MANIFEST lists the files and their case counts.
+ *
+ * The tensor encoding (fx_tensor) and the little readers are shared with
+ * tests/test_models.c, which opens tests/ref/data/models.bin with fx_open_magic.
  *
  *     FxFile f;
  *     FxCase c;
@@ -62,22 +68,26 @@ typedef struct {
     double flts[FX_MAX_ARGS];
     FxTensor in[FX_MAX_TENSORS];
     FxTensor out[FX_MAX_TENSORS];
+    int ncot, ngrad;             /* 0, 0: no gradient part; else nout and nin */
+    FxTensor cot[FX_MAX_TENSORS];  /* cotangent of each output (FX_ABSENT: none) */
+    FxTensor grad[FX_MAX_TENSORS]; /* d sum(out * cot) / d stored input, no view steps (FX_ABSENT: none) */
 } FxCase;
 
 typedef struct {
     FILE *fp;
+    int version;                 /* 1 or 2: the magic's last digit */
     uint32_t ncases, read;
     char error[768];             /* "" while all is well */
 } FxFile;
 
 /* Bytes per element of a kn_dtype code, 0 for anything else. */
-static size_t fx_dtype_size(int code)
+static inline size_t fx_dtype_size(int code)
 {
     static const size_t sizes[KN_NDTYPES] = {4, 8, 2, 2, 4, 8, 1, 1};
     return code >= 0 && code < KN_NDTYPES ? sizes[code] : 0;
 }
 
-static int fx_fail(FxFile *f, const char *what)
+static inline int fx_fail(FxFile *f, const char *what)
 {
     if (!f->error[0])
         snprintf(f->error, sizeof f->error, "case %u: %s", (unsigned)f->read, what);
@@ -85,7 +95,7 @@ static int fx_fail(FxFile *f, const char *what)
 }
 
 /* Reads n little-endian bytes as an unsigned integer into *v. */
-static int fx_uint(FxFile *f, int n, uint64_t *v)
+static inline int fx_uint(FxFile *f, int n, uint64_t *v)
 {
     unsigned char b[8];
     int i;
@@ -95,7 +105,7 @@ static int fx_uint(FxFile *f, int n, uint64_t *v)
     return 0;
 }
 
-static int fx_i64(FxFile *f, int64_t *v)
+static inline int fx_i64(FxFile *f, int64_t *v)
 {
     uint64_t u;
     if (fx_uint(f, 8, &u)) return -1;
@@ -103,7 +113,7 @@ static int fx_i64(FxFile *f, int64_t *v)
     return 0;
 }
 
-static int fx_f64(FxFile *f, double *v)
+static inline int fx_f64(FxFile *f, double *v)
 {
     uint64_t u;
     if (fx_uint(f, 8, &u)) return -1;
@@ -112,7 +122,7 @@ static int fx_f64(FxFile *f, double *v)
 }
 
 /* A u32 count that must not exceed max. */
-static int fx_count(FxFile *f, int max, int *n)
+static inline int fx_count(FxFile *f, int max, int *n)
 {
     uint64_t u;
     if (fx_uint(f, 4, &u)) return -1;
@@ -121,7 +131,7 @@ static int fx_count(FxFile *f, int max, int *n)
     return 0;
 }
 
-static int fx_str(FxFile *f, char *dst, size_t cap)
+static inline int fx_str(FxFile *f, char *dst, size_t cap)
 {
     uint64_t n;
     if (fx_uint(f, 2, &n)) return -1;
@@ -131,7 +141,7 @@ static int fx_str(FxFile *f, char *dst, size_t cap)
     return 0;
 }
 
-static int fx_step(FxFile *f, FxStep *s)
+static inline int fx_step(FxFile *f, FxStep *s)
 {
     uint64_t kind, nargs;
     int i;
@@ -145,7 +155,7 @@ static int fx_step(FxFile *f, FxStep *s)
 }
 
 /* The element data after a tensor's header: numel * size bytes (at least 1 byte allocated). */
-static int fx_data(FxFile *f, FxTensor *t, size_t elem)
+static inline int fx_data(FxFile *f, FxTensor *t, size_t elem)
 {
     size_t bytes = (size_t)t->numel * elem;
     t->data = malloc(bytes ? bytes : 1);
@@ -154,7 +164,7 @@ static int fx_data(FxFile *f, FxTensor *t, size_t elem)
     return 0;
 }
 
-static int fx_tensor(FxFile *f, FxTensor *t)
+static inline int fx_tensor(FxFile *f, FxTensor *t)
 {
     uint64_t code, ndim, nsteps, pad;
     int i;
@@ -180,22 +190,24 @@ static int fx_tensor(FxFile *f, FxTensor *t)
 }
 
 /* The scalar held by an FX_SCALAR input. */
-static double fx_scalar_value(const FxTensor *t)
+static inline double fx_scalar_value(const FxTensor *t)
 {
     double v;
     memcpy(&v, t->data, sizeof v);
     return v;
 }
 
-static void fx_case_free(FxCase *c)
+static inline void fx_case_free(FxCase *c)
 {
     int i;
     for (i = 0; i < c->nin; i++) free(c->in[i].data);
     for (i = 0; i < c->nout; i++) free(c->out[i].data);
-    c->nin = c->nout = 0;
+    for (i = 0; i < c->ncot; i++) free(c->cot[i].data);
+    for (i = 0; i < c->ngrad; i++) free(c->grad[i].data);
+    c->nin = c->nout = c->ncot = c->ngrad = 0;
 }
 
-static int fx_tensors(FxFile *f, FxTensor *ts, int *n, int *done)
+static inline int fx_tensors(FxFile *f, FxTensor *ts, int *n, int *done)
 {
     int i;
     if (fx_count(f, FX_MAX_TENSORS, n)) return -1;
@@ -207,9 +219,9 @@ static int fx_tensors(FxFile *f, FxTensor *ts, int *n, int *done)
 }
 
 /* Reads the next case into c: 1 read, 0 no cases left, -1 bad file (c holds nothing to free). */
-static int fx_next(FxFile *f, FxCase *c)
+static inline int fx_next(FxFile *f, FxCase *c)
 {
-    int i, ok = 0, nin = 0, nout = 0;
+    int i, ok = 0, nin = 0, nout = 0, ncot = 0, ngrad = 0;
     memset(c, 0, sizeof *c);
     if (f->error[0]) return -1;
     if (f->read == f->ncases) return 0;
@@ -221,9 +233,17 @@ static int fx_next(FxFile *f, FxCase *c)
     for (i = 0; i < c->nflt; i++)
         if (fx_f64(f, &c->flts[i])) return -1;
     if (fx_tensors(f, c->in, &c->nin, &nin) == 0 && fx_tensors(f, c->out, &c->nout, &nout) == 0) ok = 1;
+    if (ok && f->version >= 2)
+        ok = fx_tensors(f, c->cot, &c->ncot, &ncot) == 0 && fx_tensors(f, c->grad, &c->ngrad, &ngrad) == 0;
+    if (ok && (c->ncot || c->ngrad) && (c->ncot != c->nout || c->ngrad != c->nin)) {
+        ok = 0;
+        fx_fail(f, "gradient part does not match the outputs and inputs");
+    }
     if (!ok) {
         c->nin = nin;
         c->nout = nout;
+        c->ncot = ncot;
+        c->ngrad = ngrad;
         fx_case_free(c);
         return -1;
     }
@@ -231,10 +251,11 @@ static int fx_next(FxFile *f, FxCase *c)
     return 1;
 }
 
-/* Opens a fixture file and checks its magic: 0 ok, -1 with f->error set. */
-static int fx_open(FxFile *f, const char *path)
+/* Opens a file whose first 8 bytes must be magic, then reads a u32 count into
+ * f->ncases: 0 ok, -1 with f->error set. */
+static inline int fx_open_magic(FxFile *f, const char *path, const char *magic)
 {
-    char magic[8];
+    char got[8];
     uint64_t n;
     uint16_t probe = 1;
     memset(f, 0, sizeof *f);
@@ -247,8 +268,8 @@ static int fx_open(FxFile *f, const char *path)
         snprintf(f->error, sizeof f->error, "%s: cannot open", path);
         return -1;
     }
-    if (fread(magic, 1, 8, f->fp) != 8 || memcmp(magic, "KNREF001", 8) != 0) {
-        snprintf(f->error, sizeof f->error, "%s: not a KNREF001 fixture file", path);
+    if (fread(got, 1, 8, f->fp) != 8 || memcmp(got, magic, 8) != 0) {
+        snprintf(f->error, sizeof f->error, "%s: not a %.8s file", path, magic);
         return -1;
     }
     if (fx_uint(f, 4, &n)) return -1;
@@ -256,7 +277,25 @@ static int fx_open(FxFile *f, const char *path)
     return 0;
 }
 
-static void fx_close(FxFile *f)
+/* Opens a fixture file (KNREF001 or KNREF002): 0 ok, -1 with f->error set. */
+static inline int fx_open(FxFile *f, const char *path)
+{
+    if (fx_open_magic(f, path, "KNREF002") == 0) {
+        f->version = 2;
+        return 0;
+    }
+    if (f->fp && strstr(f->error, "not a KNREF002")) {
+        fclose(f->fp);
+        if (fx_open_magic(f, path, "KNREF001") == 0) {
+            f->version = 1;
+            return 0;
+        }
+        snprintf(f->error, sizeof f->error, "%s: not a KNREF001 or KNREF002 fixture file", path);
+    }
+    return -1;
+}
+
+static inline void fx_close(FxFile *f)
 {
     if (f->fp) fclose(f->fp);
     f->fp = NULL;

@@ -11,12 +11,14 @@ identical bytes. tests/test_ref.c (with tests/ref/fixture.h) replays every case.
 
 Binary format (all integers little-endian; one file per op family)
 ------------------------------------------------------------------
-    file   := magic "KNREF001" (8 bytes), u32 ncases, case * ncases
+    file   := magic "KNREF002" (8 bytes), u32 ncases, case * ncases
     case   := str name, str op,
               u32 nint, i64 * nint,          integer arguments (meaning per op, below)
               u32 nflt, f64 * nflt,          float arguments
               u32 nin,  tensor * nin,        inputs, in the kn_ call's order
-              u32 nout, tensor * nout        expected outputs
+              u32 nout, tensor * nout,       expected outputs
+              u32 ncot, tensor * ncot,       gradient part (KNREF002 only; both counts 0
+              u32 ngrad, tensor * ngrad        for a case without one), below
     str    := u16 length, bytes (no terminator)
     tensor := u8 code, u8 ndim, u8 nsteps, u8 0, i64 shape[ndim], step * nsteps, data
               code: kn_dtype (F32 0, F64 1, F16 2, BF16 3, I32 4, I64 5, BOOL 6, U8 7),
@@ -28,6 +30,33 @@ Binary format (all integers little-endian; one file per op family)
               1 transpose(d0, d1)   2 permute(perm...)
               3 slice(dim, start, stop, step)   4 expand(shape...)
     MANIFEST: one line per file, "NAME NCASES".
+    KNREF001 files (no gradient part in any case) are still read by fixture.h.
+
+Gradient part: ncot == nout cotangents, one per output: a tensor of the
+output's dtype and shape, or absent (255) for an output that takes no part
+(integer results, batch_norm's running stats). ngrad == nin gradients, one per
+input: d(sum_i sum(out_i * cot_i)) / d(stored base) for an f32/f64 tensor
+input, with the stored base's dtype and (contiguous) shape and no view steps,
+so a transposed, sliced or expanded input gets its gradient through the view;
+absent for the rest (Python numbers, integer and bool tensors, f16/bf16, absent
+inputs, and the inputs PyTorch does not differentiate: batch_norm's running
+stats, the class weights of cross_entropy/nll_loss, the weights of
+binary_cross_entropy(_with_logits)). Like outputs, gradients are computed with
+every floating input and the cotangents widened to f64, then rounded. A case
+gets no gradient part when no output is floating, no input is differentiable,
+or the f64 gradient is not finite everywhere (NaN inputs, log(0), 0/0: the
+value there is a convention, not a derivative). Kinks and ties are kept out
+of the gradient cases (relu/leaky_relu/hardswish/abs at their break points,
+clamp at its bounds, l1_loss at x == y, maximum/minimum/amax/amin/max_pool2d
+ties; abs_neg_zero and amin_inf sit on one for the forward and have no
+gradient part), because there PyTorch's value is a convention (clamp passes
+the gradient at a bound, max_pool2d gives a tie to its first element,
+maximum/amax split it evenly) that kiln need not share. The PyTorch
+conventions the gradients do rely on: floor, ceil, round and sign have zero
+gradients; prod with a zero entry gives it the product of the others;
+softmax/log_softmax give a -inf input a zero gradient; exp's overflow gives
+an infinite gradient. Cotangents come from a generator seeded by the case's
+name, so adding a case changes no other.
 
 `op` is the kn_ function without its prefix. Argument conventions by op:
     reductions sum/mean/amax/amin/logsumexp: ints = keepdim, dims...  (no dims: all)
@@ -68,6 +97,7 @@ import math
 import os
 import struct
 import sys
+import zlib
 
 import torch
 import torch.nn.functional as F
@@ -142,7 +172,10 @@ class T:
         self.steps = steps
 
     def value(self):
-        x = self.base.clone()
+        return self.view_of(self.base.clone())
+
+    def view_of(self, x):
+        """The view recipe applied to x (the base, or a copy of it that requires grad)."""
         for s in self.steps:
             if s[0] == "t":
                 x = x.transpose(s[1], s[2])
@@ -212,6 +245,10 @@ def enc_tensor(t, steps=()):
     return head + b"".join(enc_step(s) for s in steps) + enc_data(t)
 
 
+def enc_optional(t):
+    return struct.pack("<BBBB", CODE_NONE, 0, 0, 0) if t is None else enc_tensor(t)
+
+
 def enc_input(a):
     if isinstance(a, Absent):
         return struct.pack("<BBBB", CODE_NONE, 0, 0, 0)
@@ -228,24 +265,31 @@ class Family:
         self.cases = []
         self.names = set()
         self.warnings = 0
+        self.grad_cases = 0
+        self.grad_ops = set()
+        self.grad_skipped = []
         seed(seed_value)
 
-    def case(self, name, op, inputs, fn, ints=(), flts=()):
-        """Records one case: fn(*input values) gives PyTorch's output(s)."""
+    def case(self, name, op, inputs, fn, ints=(), flts=(), grad=True):
+        """Records one case: fn(*input values) gives PyTorch's output(s).
+        grad=False: no gradient part (a case that sits on a kink or a tie on purpose)."""
         assert name not in self.names, name
         self.names.add(name)
         inputs = [a if isinstance(a, (T, S, Absent)) else T(a) for a in inputs]
         outs = expected(name, inputs, fn, self)
-        self.cases.append((name, op, list(ints), list(flts), inputs, outs))
+        cots, grads = gradients(name, op, inputs, fn, outs, self) if grad else ([], [])
+        self.cases.append((name, op, list(ints), list(flts), inputs, outs, cots, grads))
 
     def encode(self):
-        out = [b"KNREF001", struct.pack("<I", len(self.cases))]
-        for name, op, ints, flts, inputs, outs in self.cases:
+        out = [b"KNREF002", struct.pack("<I", len(self.cases))]
+        for name, op, ints, flts, inputs, outs, cots, grads in self.cases:
             out.append(enc_str(name) + enc_str(op))
             out.append(struct.pack("<I%dq" % len(ints), len(ints), *ints))
             out.append(struct.pack("<I%dd" % len(flts), len(flts), *flts))
             out.append(struct.pack("<I", len(inputs)) + b"".join(enc_input(a) for a in inputs))
             out.append(struct.pack("<I", len(outs)) + b"".join(enc_tensor(t) for t in outs))
+            out.append(struct.pack("<I", len(cots)) + b"".join(enc_optional(t) for t in cots))
+            out.append(struct.pack("<I", len(grads)) + b"".join(enc_optional(t) for t in grads))
         return b"".join(out)
 
 
@@ -276,6 +320,81 @@ def expected(name, inputs, fn, fam):
                   "than the test tolerance" % (name, n.dtype), file=sys.stderr)
         outs.append(ref)
     return outs
+
+
+# ---------------------------------------------------------------- gradients
+
+GTOL = {F32: (1e-4, 1e-5), F64: (1e-9, 1e-10)}  # as test_ref.c's gradient check
+GRAD_DTYPES = (F32, F64)
+# Float inputs PyTorch does not differentiate (it refuses a grad for them): buffers and weights.
+NOGRAD_INPUTS = {"batch_norm": (1, 2), "cross_entropy": (2,), "nll_loss": (2,),
+                 "binary_cross_entropy": (2,), "binary_cross_entropy_with_logits": (2, 3)}
+
+
+def grad_tol(out_dtypes):
+    """A gradient is judged at the loosest tolerance of its own dtype and the outputs' dtypes
+    it flows back from (an f64 input of an f32 result has an f32-accurate gradient)."""
+    def tol(dt):
+        ts = [GTOL.get(d, TOL.get(d)) for d in list(out_dtypes) + [dt]]
+        return max(t[0] for t in ts), max(t[1] for t in ts)
+    return tol
+
+
+def grad_of(inputs, fn, cots, diff, wide):
+    """d(sum_i sum(out_i * cot_i)) / d(base) for the inputs in diff, in f64 when wide."""
+    bases, args = {}, []
+    for i, a in enumerate(inputs):
+        if i in diff:
+            b = a.base.detach().clone().to(F64 if wide else a.base.dtype).requires_grad_(True)
+            bases[i] = b
+            args.append(a.view_of(b))
+        else:
+            v = a.value()
+            args.append(widen(v) if wide else v)
+    outs = as_list(fn(*args))
+    terms = [(o * c.to(o.dtype)).sum() for o, c in zip(outs, cots) if c is not None and o.requires_grad]
+    if not terms:
+        return {i: torch.zeros_like(b) for i, b in bases.items()}
+    gs = torch.autograd.grad(sum(terms), [bases[i] for i in diff], allow_unused=True)
+    return {i: (g if g is not None else torch.zeros_like(bases[i])).detach() for i, g in zip(diff, gs)}
+
+
+def gradients(name, op, inputs, fn, outs, fam):
+    """The case's cotangents (one per output) and reference gradients (one per input),
+    or ([], []) when the case has no gradient part."""
+    diff = [i for i, a in enumerate(inputs) if isinstance(a, T) and a.base.dtype in GRAD_DTYPES
+            and i not in NOGRAD_INPUTS.get(op, ())]
+    if not diff or not any(o.is_floating_point() for o in outs):
+        return [], []
+    if any(inputs[i].base.isnan().any() for i in diff):
+        fam.grad_skipped.append(name)
+        return [], []
+    g = torch.Generator()
+    g.manual_seed(zlib.crc32(name.encode()))
+    skip_outs = {1, 2} if op == "batch_norm" else set()  # running stats: state, not results
+    cots = [torch.randn(o.shape, generator=g, dtype=F64).to(o.dtype)
+            if o.is_floating_point() and j not in skip_outs else None for j, o in enumerate(outs)]
+    tol = grad_tol([o.dtype for o, c in zip(outs, cots) if c is not None])
+    ref = grad_of(inputs, fn, cots, diff, True)
+    if not all(bool(r.isfinite().all()) for r in ref.values()):
+        fam.grad_skipped.append(name)
+        return [], []
+    native = grad_of(inputs, fn, cots, diff, False)
+    grads = []
+    for i in range(len(inputs)):
+        if i not in diff:
+            grads.append(None)
+            continue
+        dt = inputs[i].base.dtype
+        r = ref[i].to(dt).contiguous()
+        if not close(native[i], r, *tol(dt)):
+            fam.warnings += 1
+            print("warning: %s: PyTorch's own %s gradient of input %d is off the f64 reference by more "
+                  "than the test tolerance" % (name, dt, i), file=sys.stderr)
+        grads.append(r)
+    fam.grad_cases += 1
+    fam.grad_ops.add(op)
+    return cots, grads
 
 
 def close(a, b, rtol, atol):
@@ -333,7 +452,7 @@ def gen_unary(fam):
     fam.case("ceil_negatives", "ceil", [ft([-2.5, -2.0, -0.1, 0.0, 0.1, 1.9])], torch.ceil)
     fam.case("sign_zeros", "sign", [ft([-2.0, 0.0, 3.0, -0.0, -INF])], torch.sign)
     fam.case("sign_i32_zero", "sign", [ft([-7, 0, 3], I32)], torch.sign)
-    fam.case("abs_neg_zero", "abs", [ft([-0.0, -1.5, 2.0])], torch.abs)
+    fam.case("abs_neg_zero", "abs", [ft([-0.0, -1.5, 2.0])], torch.abs, grad=False)  # on the kink
     # PyTorch 1.13 has no CPU exp for f16; kiln computes f16 in f32, which this mirrors.
     fam.case("exp_f16", "exp", [rn(6, dtype=F16)], lambda x: torch.exp(x.to(F64)).to(x.dtype))
     fam.case("sin_bf16", "sin", [rn(6, dtype=BF16)], torch.sin)
@@ -562,14 +681,14 @@ DIMS_REDUCE = {
 }
 
 
-def reduce_case(fam, name, op, x, dims=(), keepdim=False):
+def reduce_case(fam, name, op, x, dims=(), keepdim=False, grad=True):
     fn = DIMS_REDUCE[op]
     if keepdim and not dims:
         dims_all = tuple(range(x.value().dim() if isinstance(x, T) else x.dim()))
         f = lambda v: fn(v, dims_all, True)
     else:
         f = lambda v: fn(v, tuple(dims), keepdim)
-    fam.case(name, op, [x], f, ints=[int(keepdim)] + list(dims))
+    fam.case(name, op, [x], f, ints=[int(keepdim)] + list(dims), grad=grad)
 
 
 def gen_dims_reductions(fam):
@@ -597,7 +716,7 @@ def gen_dims_reductions(fam):
     reduce_case(fam, "mean_empty_dim", "mean", rn(3, 0), [1])
     reduce_case(fam, "sum_f16", "sum", rn(8, dtype=F16), [0])
     reduce_case(fam, "amax_nan", "amax", ft([[1.0, NAN, 3.0], [1.0, 2.0, 0.0]]), [1])
-    reduce_case(fam, "amin_inf", "amin", ft([[1.0, -INF, 3.0], [INF, INF, INF]]), [1])
+    reduce_case(fam, "amin_inf", "amin", ft([[1.0, -INF, 3.0], [INF, INF, INF]]), [1], grad=False)  # a tie
     big = rn(2, 5) * 30 + 1000
     reduce_case(fam, "logsumexp_large", "logsumexp", big, [1])
     reduce_case(fam, "logsumexp_neg_large", "logsumexp", -big, [1])
@@ -833,8 +952,10 @@ def gen_indexing(fam):
              lambda x, i, s: sa(x, 0, i, s), ints=[0])
     fam.case("scatter_add_dups", "scatter_add", [rn(2, 5), ft([[0, 0, 4, 0], [1, 1, 1, 3]], I64), rn(2, 4)],
              lambda x, i, s: sa(x, 1, i, s), ints=[1])
+    # src cut to the index's shape first: the same values, but PyTorch 1.13's backward for a src
+    # larger than the index fails on the shape; the elements beyond it get a zero gradient
     fam.case("scatter_add_small_index", "scatter_add", [rn(3, 4), ri(0, 4, 2, 2), rn(3, 3)],
-             lambda x, i, s: sa(x, 1, i, s), ints=[1])
+             lambda x, i, s: sa(x, 1, i, s[:i.shape[0], :i.shape[1]]), ints=[1])
     fam.case("scatter_add_3d_neg", "scatter_add", [rn(2, 3, 4), ri(0, 4, 2, 3, 6), rn(2, 3, 6)],
              lambda x, i, s: sa(x, -1, i, s), ints=[-1])
     fam.case("scatter_add_i64", "scatter_add", [ri(0, 9, 5), ft([0, 0, 2], I64), ri(0, 9, 3)],
@@ -1295,7 +1416,7 @@ FAMILIES = [gen_pointwise, gen_compare_family, gen_reduce, gen_shape, gen_linalg
 def main():
     torch.set_default_dtype(F32)
     os.makedirs(DATA, exist_ok=True)
-    manifest, total, size, warnings = [], 0, 0, 0
+    manifest, total, grads, size, warnings, ops, skipped = [], 0, 0, 0, 0, set(), []
     for gen in FAMILIES:
         fam = gen()
         blob = fam.encode()
@@ -1303,10 +1424,14 @@ def main():
             f.write(blob)
         manifest.append("%s.bin %d\n" % (fam.name, len(fam.cases)))
         total, size, warnings = total + len(fam.cases), size + len(blob), warnings + fam.warnings
-        print("%-11s %4d cases %8d bytes" % (fam.name, len(fam.cases), len(blob)))
+        grads, ops, skipped = grads + fam.grad_cases, ops | fam.grad_ops, skipped + fam.grad_skipped
+        print("%-11s %4d cases (%3d with gradients) %8d bytes" % (fam.name, len(fam.cases), fam.grad_cases,
+                                                                  len(blob)))
     with open(os.path.join(DATA, "MANIFEST"), "w") as f:
         f.writelines(manifest)
-    print("total       %4d cases %8d bytes, %d warnings" % (total, size, warnings))
+    print("total       %4d cases (%3d with gradients, %d ops) %8d bytes, %d warnings"
+          % (total, grads, len(ops), size, warnings))
+    print("no gradient part (non-finite gradient or NaN input): %s" % " ".join(skipped))
 
 
 if __name__ == "__main__":
