@@ -458,6 +458,20 @@ static int bce_in(kn_ctx *ctx, kn_tensor *x, const char *xname, kn_tensor *targe
  * torch does, so that p = 0 or 1 gives a finite loss. torch raises for p
  * outside [0, 1]; a traced graph cannot read values, so here such elements
  * give NaN (log of a negative number) and so does the reduced loss. */
+/* binary_cross_entropy's hand-written backward, as torch's: d/dp =
+ * (p - y) / max(p (1 - p), 1e-12) and d/dy = log(1 - p) - log(p) (both logs
+ * clamped at -100). The derived one divides by p through log's rule and
+ * gives NaN where a saturated sigmoid makes p exactly 0 or 1. */
+static kn_tensor *bce_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which)
+{
+    (void)args;
+    kn_tensor *p = saved[0], *y = saved[1], *lp = saved[2], *lq = saved[3];
+    if (which == 1) return prim2(ctx, OP_MUL, g, prim2(ctx, OP_SUB, lq, lp));
+    kn_tensor *pq = prim2(ctx, OP_MUL, p, binc(ctx, OP_SUB, prim1(ctx, OP_NEG, p), -1.0)); /* p (1 - p) */
+    kn_tensor *d = prim2(ctx, OP_DIV, prim2(ctx, OP_SUB, p, y), binc(ctx, OP_MAX, pq, 1e-12));
+    return prim2(ctx, OP_MUL, g, d);
+}
+
 kn_tensor *kn_binary_cross_entropy(kn_ctx *ctx, kn_tensor *p, kn_tensor *target, kn_tensor *weight, kn_reduction r)
 {
     ENTER(ctx, "kn_binary_cross_entropy");
@@ -466,9 +480,16 @@ kn_tensor *kn_binary_cross_entropy(kn_ctx *ctx, kn_tensor *p, kn_tensor *target,
     int cdt = bce_in(ctx, p, "p", target, r, &dt);
     if (cdt < 0 || !bce_weight(ctx, &weight, "weight", p, (kn_dtype)cdt)) return LEAVE(ctx, NULL);
     kn_tensor *pf = p_cast(ctx, p, (kn_dtype)cdt), *y = p_cast(ctx, target, (kn_dtype)cdt);
+    kn_tensor *in[2] = {pf, y};
+    int custom = !ctx->no_custom_vjp && autodiff_wants(ctx, 2, in);
+    int was = custom ? kn_set_grad_enabled(ctx, 0) : 0;
     kn_tensor *lp = binc(ctx, OP_MAX, prim1(ctx, OP_LOG, pf), -100.0);
     kn_tensor *lq = binc(ctx, OP_MAX, log1p_(ctx, prim1(ctx, OP_NEG, pf)), -100.0);
     kn_tensor *loss = prim2(ctx, OP_SUB, prim2(ctx, OP_MUL, binc(ctx, OP_SUB, y, 1.0), lq), prim2(ctx, OP_MUL, y, lp));
+    if (custom) {
+        kn_set_grad_enabled(ctx, was);
+        loss = autodiff_custom(ctx, loss, 2, in, 4, (kn_tensor *[]){pf, y, lp, lq}, NULL, 0, bce_vjp);
+    }
     if (weight) loss = bin(ctx, OP_MUL, loss, weight, (kn_dtype)cdt);
     return LEAVE(ctx, p_cast(ctx, reduce_loss(ctx, loss, r), dt));
 }

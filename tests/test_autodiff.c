@@ -224,6 +224,20 @@ static void test_custom_equals_derived(kn_ctx *ctx)
     autodiff_release(ctx);
 }
 
+/* binary_cross_entropy at a saturated p (exactly 0 or 1): torch's finite
+ * gradients, not the NaN of d log(p) / dp */
+static void test_bce_saturated(kn_ctx *ctx)
+{
+    float pv[4] = {0, 1, 1e-30f, 0.5f}, tv[4] = {0, 1, 1, 0.5f}, g[4] = {1, 1, 1, 1};
+    int64_t s = 4;
+    kn_tensor *p = kn_requires_grad(ctx, kn_tensor_from(ctx, KN_F32, 1, &s, pv), 1);
+    kn_tensor *t = kn_tensor_from(ctx, KN_F32, 1, &s, tv);
+    kn_tensor *l = kn_sum(ctx, kn_binary_cross_entropy(ctx, p, t, NULL, KN_REDUCE_NONE), NULL, 0, 0);
+    CHECK(kn_backward(ctx, l, 0) == KN_OK && kn_read(ctx, kn_grad(ctx, p), g, sizeof g) == KN_OK);
+    CHECK_MSG(g[0] == 0 && g[1] == 0 && test_close(g[2], -1e12, 1e-6, 0) && g[3] == 0, "got %g %g %g %g", g[0], g[1],
+              g[2], g[3]);
+}
+
 int main(void)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
@@ -233,6 +247,7 @@ int main(void)
     test_lifetime(ctx);
     test_traced(ctx);
     test_custom_equals_derived(ctx);
+    test_bce_saturated(ctx);
     kn_ctx_free(ctx);
     TEST_END("autodiff");
 }
