@@ -252,5 +252,6 @@ kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* eager: 
 
 /* ---- kiln ops (opslist.c) ---- */
 int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */
+const char *opslist_composite(int i); /* the i-th composite's name; NULL past the end */
 
 #endif

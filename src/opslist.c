@@ -227,6 +227,9 @@ static const char *class_name(OpClass c)
     return names[c];
 }
 
+/* The i-th composite's name, in `kiln ops` order; NULL past the end. */
+const char *opslist_composite(int i) { return i >= 0 && i < NCOMPOSITES ? composites[i] : NULL; }
+
 /* Traces every composite; prints the listing when print is set. Returns
  * how many composites failed to trace, and the counts through nprim/ncomp. */
 int opslist_run(int print, int *nprim, int *ncomp)
