@@ -12,11 +12,40 @@ endif
 LDLIBS  := -lm
 
 B       := build
-LIBSRC  := $(filter-out src/main.c,$(wildcard src/*.c)) port/posix.c
+LIBSRC  := $(filter-out src/main.c,$(wildcard src/*.c)) port/posix.c port/jit_tcc.c
 LIBOBJ  := $(patsubst %.c,$(B)/obj/%.o,$(LIBSRC))
 TESTS   := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 
+# Backend tcc: libtcc (Debian: tcc libtcc-dev) where its header is, or
+# KN_TCC=0 to leave it out (port/jit_tcc.c then says so at run time).
+# libtcc.a (static, not PIC: executables only, never a .so) is folded into
+# one object with jit_tcc.o and every symbol but jit_tcc_* made local: its
+# ~290 global names (next, expr_const, ...) would otherwise collide with
+# kiln's, and so a program linking build/libkiln.a needs no -ltcc. Backend c
+# needs dlopen: -ldl (part of libc since glibc 2.34; harmless).
+KN_TCC  ?= $(if $(wildcard /usr/include/libtcc.h),1,0)
+OBJCOPY ?= objcopy
+ifeq ($(KN_TCC),1)
+CFLAGS  += -DKN_HAVE_TCC
+LIBOBJ  := $(patsubst %/jit_tcc.o,%/jit_tcc_all.o,$(LIBOBJ))
+endif
+LDLIBS  += -ldl
+
 all: $(B)/libkiln.a $(B)/kiln
+
+# Named after the choice, so that flipping it (make deps installing libtcc)
+# rebuilds what depends on it.
+TCC_STAMP := $(B)/obj/tcc-$(KN_TCC).stamp
+$(TCC_STAMP):
+	@mkdir -p $(dir $@)
+	@rm -f $(B)/obj/tcc-*.stamp
+	@touch $@
+$(B)/obj/port/jit_tcc.o $(B)/tests/test_jit: $(TCC_STAMP)
+
+$(B)/obj/port/jit_tcc_all.o: $(B)/obj/port/jit_tcc.o
+	$(CC) -r -nostdlib $< -ltcc -o $@.tmp
+	$(OBJCOPY) $(addprefix --keep-global-symbol=jit_tcc_,new sym delete available) $@.tmp $@
+	@rm -f $@.tmp
 
 $(B)/obj/%.o: %.c src/*.h port/*.h
 	@mkdir -p $(dir $@)
@@ -46,7 +75,9 @@ $(B)/first: examples/first.c $(B)/libkiln.a
 	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
 
 # Native tests, then the wasm and Cortex-M builds; one summary line for all.
-test: deps all $(TESTS)
+# The build is a second make, so that it sees what deps installed (libtcc).
+test: deps
+	+@$(MAKE) --no-print-directory all build-tests
 	+@MAKE='$(MAKE)' sh tests/run.sh native $(B) wasm $(W) arm $(A)
 
 build-tests: $(TESTS)

@@ -32,4 +32,41 @@ int port_ncpu(void);
 /* the name of this port: "posix", "wasm", "baremetal" */
 const char *port_name(void);
 
+/* ---- compile C source and load it into this process ----
+ *
+ *     char why[256];
+ *     PortModule *m = port_jit(PORT_CC, "double f(double x) { return x + 1; }", "-mavx2", why);
+ *     if (!m) { ...fall back, say why... }
+ *     double (*f)(double);
+ *     void *p = port_jit_sym(m, "f");
+ *     memcpy(&f, &p, sizeof p);       // ISO C has no void * -> function pointer cast
+ *     f(1.0);
+ *     port_jit_free(m);               // f is gone with it
+ *
+ * posix.c has both compilers; wasm.c and baremetal.c have none (available 0).
+ */
+typedef struct PortModule PortModule;
+
+enum {
+    PORT_TCC = 1, /* libtcc in this process: milliseconds, scalar C only (no vector extensions) */
+    PORT_CC = 2   /* $KILN_CC or cc -O2 -std=gnu99 -fPIC -shared, then dlopen; cached by content hash */
+};
+
+/* Compiles source (C99; may include <math.h>, <stdint.h>, <string.h>; links libm) and loads it.
+ * Returns the module, or NULL with a reason in why (at least 256 bytes): no such compiler here, the
+ * compiler's first error, the cache directory unusable. flags: extra compiler options separated by
+ * spaces, e.g. "-mavx2 -mfma", or NULL; they are part of the cache key; tcc ignores them.
+ * PORT_CC caches <key>.so in $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln;
+ * a corrupt or stale entry is deleted and rebuilt. Thread-safe; never prints. */
+PortModule *port_jit(int how, const char *source, const char *flags, char *why);
+
+/* the address of an external symbol of m, or NULL */
+void *port_jit_sym(PortModule *m, const char *name);
+
+/* unloads m (NULL is fine); its functions and data are gone */
+void port_jit_free(PortModule *m);
+
+/* 1 if that compiler can be used here (the first call may run it once), else 0 */
+int port_jit_available(int how);
+
 #endif

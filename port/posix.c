@@ -1,10 +1,38 @@
 /*
  * posix.c — the port for Linux and other POSIX systems.
+ *
+ * Besides files and the clock (stdio_port.h) it compiles C and loads it:
+ * PORT_TCC through jit_tcc.c (libtcc in memory), PORT_CC through the system
+ * compiler and dlopen, with a cache on disk:
+ *
+ *   key    FNV-1a 64 over the format version, the compiler command, the first
+ *          line of its --version (run once per process), the flags and the
+ *          source, with a NUL between fields; 16 hex digits
+ *   entry  <cache dir>/<key>.so: the compiler's shared object followed by a
+ *          32-byte trailer: "KILNSO01", key, body size, FNV-1a 64 of the body
+ *          (little-endian; the ELF loader never reads past its segments)
+ *
+ * An entry is checked before dlopen, so a truncated file is never mapped: a
+ * missing trailer, a wrong size or hash (corrupt), or another key or format
+ * (stale) deletes it and it is rebuilt once; so is one that dlopen refuses.
+ * A build runs in a fresh directory <cache dir>/tmp-XXXXXX and ends with
+ * rename(), so readers see a whole entry or none, and two processes building
+ * one key both succeed. Nothing is ever evicted.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "stdio_port.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 int port_write_file(const char *path, const void *data, size_t size, char *why)
 {
@@ -18,3 +46,419 @@ int port_ncpu(void)
 }
 
 const char *port_name(void) { return "posix"; }
+
+/* ---- JIT ---- */
+
+/* jit_tcc.c: libtcc, or stubs that say it is not built in */
+void *jit_tcc_new(const char *source, char *why);
+void *jit_tcc_sym(void *state, const char *name);
+void jit_tcc_delete(void *state);
+int jit_tcc_available(void);
+
+#define JIT_FORMAT "kiln-jit-1" /* bump when the flags, trailer or layout change */
+#define JIT_MAGIC "KILNSO01"
+#define JIT_TRAILER 32
+#define JIT_PATH 4096
+
+struct PortModule {
+    int how;      /* PORT_TCC, PORT_CC */
+    void *handle; /* TCCState *, or dlopen's handle */
+};
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3u;
+    return h;
+}
+
+#define FNV_BASIS 0xcbf29ce484222325u
+
+/* a string and its terminating NUL, so that fields cannot run into each other */
+static uint64_t fnv1a_str(uint64_t h, const char *s) { return fnv1a(h, s, strlen(s) + 1); }
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> 8 * i);
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* An argument vector built from space-separated words (no quoting). */
+typedef struct {
+    char *argv[128];
+    int argc;
+    char buf[4096];
+    size_t used;
+} Args;
+
+/* Appends s as one argument (split = 0) or as its space-separated words;
+ * 0 if they do not fit. */
+static int args_add(Args *a, const char *s, int split)
+{
+    while (s && *s) {
+        while (split && (*s == ' ' || *s == '\t' || *s == '\n')) s++;
+        size_t n = split ? strcspn(s, " \t\n") : strlen(s);
+        if (!n) break;
+        if (a->argc + 2 > (int)(sizeof a->argv / sizeof *a->argv) || a->used + n + 1 > sizeof a->buf) return 0;
+        a->argv[a->argc++] = memcpy(a->buf + a->used, s, n);
+        a->buf[a->used + n] = '\0';
+        a->used += n + 1;
+        s += n;
+    }
+    a->argv[a->argc] = NULL;
+    return 1;
+}
+
+/* Runs argv (argv[0] found through PATH), stdin from /dev/null, and puts the
+ * start of its stdout and stderr in out (the rest is read and dropped).
+ * Returns its exit status, or -1 with a reason in out if it could not run. */
+static int run(char *const argv[], char *out, size_t cap)
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        snprintf(out, cap, "cannot make a pipe: %s", strerror(errno));
+        return -1;
+    }
+    fcntl(fd[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fd[1], F_SETFD, FD_CLOEXEC);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
+    pid_t pid;
+    int err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    if (err) {
+        close(fd[0]);
+        snprintf(out, cap, "cannot run '%.100s': %s", argv[0], strerror(err));
+        return -1;
+    }
+    size_t n = 0;
+    for (;;) {
+        char sink[512];
+        int keep = n + 1 < cap;
+        ssize_t r = keep ? read(fd[0], out + n, cap - 1 - n) : read(fd[0], sink, sizeof sink);
+        if (r > 0 && keep) n += (size_t)r;
+        if (r > 0 || (r < 0 && errno == EINTR)) continue;
+        break;
+    }
+    out[n] = '\0';
+    close(fd[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR) {
+            snprintf(out, cap, "cannot wait for '%.100s': %s", argv[0], strerror(errno));
+            return -1;
+        }
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && !n) { /* a libc whose spawn reports exec failure so */
+        snprintf(out, cap, "cannot run '%.100s'", argv[0]);
+        return -1;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The compiler's identity: the first line of `$cmd --version`, asked once per
+ * command per process. 1 with it in ident (256 bytes), or 0 with why. */
+static int compiler_identity(const char *cmd, char *ident, char *why)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char known[256], line[256], reason[256]; /* for the command `known` */
+    static int ok;
+    pthread_mutex_lock(&lock);
+    if (!known[0] || strcmp(known, cmd) != 0) {
+        Args a = {.argc = 0};
+        char out[512];
+        snprintf(known, sizeof known, "%s", cmd);
+        ok = 0;
+        if (!args_add(&a, cmd, 1) || !a.argc || !args_add(&a, "--version", 0)) {
+            snprintf(reason, sizeof reason, "cc: bad compiler command '%.100s' (KILN_CC)", cmd);
+        } else {
+            int st = run(a.argv, out, sizeof out);
+            out[strcspn(out, "\n")] = '\0';
+            if (st == 0 && out[0]) {
+                snprintf(line, sizeof line, "%.255s", out);
+                ok = 1;
+            } else if (st < 0) {
+                snprintf(reason, sizeof reason, "cc: %.200s (set KILN_CC to a C compiler)", out);
+            } else {
+                snprintf(reason, sizeof reason, "cc: '%.60s --version' failed (exit %d): %.120s", cmd, st, out);
+            }
+        }
+    }
+    int r = ok;
+    snprintf(r ? ident : why, 256, "%s", r ? line : reason);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* mkdir -p, the directories it makes private to the user */
+static int mkdir_p(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        int r = mkdir(path, 0700);
+        *p = '/';
+        if (r != 0 && errno != EEXIST) return -1;
+    }
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+/* $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln, else
+ * ${TMPDIR:-/tmp}/kiln-<uid> (which must then be ours alone: anyone who could
+ * write there could make us load their code); created if missing. */
+static int cache_dir(char *dir, char *why)
+{
+    const char *e;
+    int n, shared = 0;
+    if ((e = getenv("KILN_CACHE_DIR")) && *e) n = snprintf(dir, JIT_PATH, "%s", e);
+    else if ((e = getenv("XDG_CACHE_HOME")) && *e) n = snprintf(dir, JIT_PATH, "%s/kiln", e);
+    else if ((e = getenv("HOME")) && *e) n = snprintf(dir, JIT_PATH, "%s/.cache/kiln", e);
+    else {
+        e = getenv("TMPDIR");
+        n = snprintf(dir, JIT_PATH, "%s/kiln-%lu", e && *e ? e : "/tmp", (unsigned long)getuid());
+        shared = 1;
+    }
+    if (n < 0 || n > 4000) { /* the "%.4000s" below */
+        snprintf(why, 256, "cc: cache directory path too long");
+        return 0;
+    }
+    while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+    if (mkdir_p(dir) != 0) {
+        snprintf(why, 256, "cc: cannot create cache directory %.160s: %s", dir, strerror(errno));
+        return 0;
+    }
+    struct stat st;
+    if (shared && (stat(dir, &st) != 0 || st.st_uid != getuid() || (st.st_mode & 022))) {
+        snprintf(why, 256, "cc: cache directory %.160s is not private to this user", dir);
+        return 0;
+    }
+    return 1;
+}
+
+/* Checks entry's trailer and dlopens it: 1 (loaded into *h), 0 (no entry),
+ * or -1 (corrupt, stale or refused by dlopen; reason in why). */
+static int load(const char *entry, uint64_t key, void **h, char *why)
+{
+    struct stat st;
+    if (stat(entry, &st) != 0 && errno == ENOENT) return 0;
+    void *data;
+    size_t size;
+    char err[128];
+    if (port_read_file(entry, &data, &size, err) != 0) {
+        snprintf(why, 256, "cannot read %.120s: %.100s", entry, err);
+        return -1;
+    }
+    const unsigned char *t = (const unsigned char *)data + (size >= JIT_TRAILER ? size - JIT_TRAILER : 0);
+    const char *bad = NULL;
+    if (size < JIT_TRAILER || memcmp(t, JIT_MAGIC, 8) != 0) bad = "no kiln trailer (corrupt or from another version)";
+    else if (get64(t + 8) != key) bad = "stale: built for another key";
+    else if (get64(t + 16) != size - JIT_TRAILER) bad = "corrupt: wrong size";
+    else if (get64(t + 24) != fnv1a(FNV_BASIS, data, size - JIT_TRAILER)) bad = "corrupt: wrong checksum";
+    free(data);
+    if (bad) {
+        snprintf(why, 256, "%.120s: %s", entry, bad);
+        return -1;
+    }
+    *h = dlopen(entry, RTLD_NOW | RTLD_LOCAL);
+    if (!*h) {
+        snprintf(why, 256, "dlopen: %.200s", dlerror());
+        return -1;
+    }
+    return 1;
+}
+
+/* Appends the trailer to the compiled object at path. */
+static int add_trailer(const char *path, uint64_t key, char *why)
+{
+    void *data;
+    size_t size;
+    char err[128];
+    if (port_read_file(path, &data, &size, err) != 0) {
+        snprintf(why, 256, "cc: cannot read its output: %s", err);
+        return 0;
+    }
+    unsigned char t[JIT_TRAILER];
+    memcpy(t, JIT_MAGIC, 8);
+    put64(t + 8, key);
+    put64(t + 16, size);
+    put64(t + 24, fnv1a(FNV_BASIS, data, size));
+    free(data);
+    FILE *f = fopen(path, "ab");
+    int ok = f && fwrite(t, 1, sizeof t, f) == sizeof t;
+    if (f) ok = (fclose(f) == 0) && ok;
+    if (!ok) snprintf(why, 256, "cc: cannot append to its output: %s", strerror(errno));
+    return ok;
+}
+
+/* whether [p, end) contains needle */
+static int line_has(const char *p, const char *end, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; p + n <= end; p++)
+        if (!memcmp(p, needle, n)) return 1;
+    return 0;
+}
+
+/* The compiler's complaint in one line of why: its lines that say "error"
+ * (or the linker's) less the counts, else all of them; the temporary
+ * directory dropped; joined with " | ". */
+static void compiler_message(const char *out, const char *tmp, int status, char *why)
+{
+    size_t tl = strlen(tmp), n = (size_t)snprintf(why, 256, "cc: exit %d: ", status);
+    int some = line_has(out, out + strlen(out), "error") || line_has(out, out + strlen(out), "ld:");
+    for (const char *p = out; *p && n < 240; p += *p == '\n') {
+        const char *eol = p + strcspn(p, "\n");
+        if (some && ((!line_has(p, eol, "error") && !line_has(p, eol, "ld:")) ||
+                     line_has(p, eol, " generated.") || line_has(p, eol, "treated as errors"))) {
+            p = eol;
+            continue;
+        }
+        for (; p < eol && n < 240; p++) {
+            if (!strncmp(p, tmp, tl) && p[tl] == '/') p += tl; /* and the loop steps over the '/' */
+            else why[n++] = *p;
+        }
+        if (*eol && n < 237) n += (size_t)snprintf(why + n, 256 - n, " | ");
+        p = eol;
+    }
+    while (n > 0 && (why[n - 1] == ' ' || why[n - 1] == '|')) n--;
+    why[n] = '\0';
+}
+
+/* Compiles source into entry: in a fresh temporary directory, then rename. */
+static int build(const char *cmd, const char *flags, const char *source, const char *dir, const char *entry,
+                 uint64_t key, char *why)
+{
+    char tmp[JIT_PATH], c[JIT_PATH], so[JIT_PATH];
+    snprintf(tmp, sizeof tmp, "%.4000s/tmp-XXXXXX", dir);
+    if (!mkdtemp(tmp)) {
+        snprintf(why, 256, "cc: cannot make a directory in %.160s: %s", dir, strerror(errno));
+        return 0;
+    }
+    snprintf(c, sizeof c, "%.4020s/kernel.c", tmp);
+    snprintf(so, sizeof so, "%.4020s/kernel.so", tmp);
+    int ok = 0;
+    Args a = {.argc = 0};
+    if (port_write_file(c, source, strlen(source), why) != 0) {
+        char err[128];
+        snprintf(err, sizeof err, "%s", why);
+        snprintf(why, 256, "cc: %s", err);
+    } else if (!args_add(&a, cmd, 1) || !args_add(&a, "-O2 -std=gnu99 -fPIC -shared", 1) ||
+               !args_add(&a, flags, 1) || !args_add(&a, "-o", 0) || !args_add(&a, so, 0) ||
+               !args_add(&a, c, 0) || !args_add(&a, "-lm", 0)) {
+        snprintf(why, 256, "cc: too many flags: %.200s", flags);
+    } else {
+        char out[2048];
+        int st = run(a.argv, out, sizeof out);
+        if (st < 0) snprintf(why, 256, "cc: %.250s", out);
+        else if (st > 0) compiler_message(out, tmp, st, why);
+        else if (add_trailer(so, key, why)) {
+            ok = rename(so, entry) == 0;
+            if (!ok) snprintf(why, 256, "cc: cannot rename into %.160s: %s", entry, strerror(errno));
+        }
+    }
+    remove(c);
+    remove(so);
+    rmdir(tmp);
+    return ok;
+}
+
+static PortModule *jit_cc(const char *source, const char *flags, char *why)
+{
+    const char *cmd = getenv("KILN_CC");
+    if (!cmd || !*cmd) cmd = "cc";
+    char ident[256], dir[JIT_PATH], entry[JIT_PATH];
+    if (!compiler_identity(cmd, ident, why)) return NULL;
+    uint64_t key = fnv1a_str(FNV_BASIS, JIT_FORMAT);
+    key = fnv1a_str(key, cmd);
+    key = fnv1a_str(key, ident);
+    key = fnv1a_str(key, flags ? flags : "");
+    key = fnv1a_str(key, source);
+    if (!cache_dir(dir, why)) return NULL;
+    snprintf(entry, sizeof entry, "%.4000s/%016" PRIx64 ".so", dir, key);
+
+    void *h = NULL;
+    char stale[256];
+    int r = load(entry, key, &h, stale);
+    if (r < 0) remove(entry);
+    if (r != 1) {
+        if (!build(cmd, flags, source, dir, entry, key, why)) return NULL;
+        if ((r = load(entry, key, &h, stale)) != 1) {
+            snprintf(why, 256, "cc: %.250s", r ? stale : "the new cache entry vanished");
+            if (r) remove(entry);
+            return NULL;
+        }
+    }
+    PortModule *m = malloc(sizeof *m);
+    if (!m) {
+        dlclose(h);
+        snprintf(why, 256, "out of memory");
+        return NULL;
+    }
+    m->how = PORT_CC;
+    m->handle = h;
+    return m;
+}
+
+PortModule *port_jit(int how, const char *source, const char *flags, char *why)
+{
+    if (!source) {
+        snprintf(why, 256, "port_jit: no source");
+        return NULL;
+    }
+    if (how == PORT_CC) return jit_cc(source, flags, why);
+    if (how != PORT_TCC) {
+        snprintf(why, 256, "port_jit: unknown compiler %d", how);
+        return NULL;
+    }
+    void *s = jit_tcc_new(source, why);
+    PortModule *m = s ? malloc(sizeof *m) : NULL;
+    if (s && !m) {
+        jit_tcc_delete(s);
+        snprintf(why, 256, "out of memory");
+    }
+    if (m) {
+        m->how = PORT_TCC;
+        m->handle = s;
+    }
+    return m;
+}
+
+void *port_jit_sym(PortModule *m, const char *name)
+{
+    if (!m) return NULL;
+    return m->how == PORT_TCC ? jit_tcc_sym(m->handle, name) : dlsym(m->handle, name);
+}
+
+void port_jit_free(PortModule *m)
+{
+    if (!m) return;
+    if (m->how == PORT_TCC) jit_tcc_delete(m->handle);
+    else dlclose(m->handle);
+    free(m);
+}
+
+int port_jit_available(int how)
+{
+    char ident[256], why[256];
+    const char *cmd = getenv("KILN_CC");
+    if (how == PORT_TCC) return jit_tcc_available();
+    if (how != PORT_CC) return 0;
+    return compiler_identity(cmd && *cmd ? cmd : "cc", ident, why);
+}

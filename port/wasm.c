@@ -18,3 +18,28 @@ int port_write_file(const char *path, const void *data, size_t size, char *why)
 int port_ncpu(void) { return 1; }
 
 const char *port_name(void) { return "wasm"; }
+
+/* No compiler runs inside a WASI instance; targets/wasm emits module bytes instead. */
+PortModule *port_jit(int how, const char *source, const char *flags, char *why)
+{
+    (void)how;
+    (void)source;
+    (void)flags;
+    snprintf(why, 256, "no JIT on this platform (wasm): use backend wasm or interp");
+    return NULL;
+}
+
+void *port_jit_sym(PortModule *m, const char *name)
+{
+    (void)m;
+    (void)name;
+    return NULL;
+}
+
+void port_jit_free(PortModule *m) { (void)m; }
+
+int port_jit_available(int how)
+{
+    (void)how;
+    return 0;
+}

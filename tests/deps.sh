@@ -9,8 +9,9 @@
 # wasi-libc libclang-rt-14-dev-wasm32   libc and builtins for wasm32-wasi
 # nodejs                    runs the wasm tests through node:wasi
 # gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm   Cortex-M build and run
+# tcc libtcc-dev            backend tcc: libtcc.a and <libtcc.h>, tcc's runtime and headers
 pkgs="gcc libc6-dev make clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 nodejs
-      gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
+      gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm tcc libtcc-dev"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
