@@ -1,0 +1,787 @@
+/*
+ * test_render.c — the C target against the interpreter: small traced
+ * graphs are scheduled, lowered, rendered into one C unit, compiled with
+ * TinyCC and with the system compiler, run kernel by kernel in schedule
+ * order on buffers of our own, and every kernel's output is compared with
+ * the interpreter's value of its node (graph_run), then replaced by it, so
+ * each kernel is checked on the interpreter's inputs (gather and
+ * scatter_add, left to the interpreter, just take its value).
+ *
+ * Graphs: every unary, binary, compare, where and cast primitive in every
+ * dtype it takes (special values included: NaN, infinities, -0, f16
+ * subnormals and overflow, integer extremes, zero divisors), fused chains,
+ * reductions over various axes (max with NaN), views (permute, expand,
+ * slice with steps, pad, reshape of a transposed tensor), dot, iota, full,
+ * rand, and the composites softmax, layer_norm, gelu, conv2d and
+ * cross_entropy. Hand-written IR kernels check index arithmetic (floor
+ * division and modulo of negative values), every loop kind and the
+ * snprintf contract.
+ *
+ * Tolerances (|got - want| <= atol + rtol |want|): the interpreter computes
+ * floats in double and rounds once per primitive; the C code computes in
+ * the value's precision. So +, -, *, /, sqrt, abs, floor, max, min, where,
+ * compares, casts, integers, bool and rand must agree exactly (checked bit
+ * for bit where a case says so); transcendentals and float accumulation
+ * (sums, dot) differ by rounding: f32 rtol 1e-5 atol 1e-6, f64 1e-12,
+ * f16 1e-3, bf16 1e-2 (one rounding of the narrow dtype at most). Float
+ * sums take inputs without the specials: 1e20 - 1e20 + ... cancels, and
+ * the f32 accumulator is float where the interpreter's is double.
+ *
+ * Buffers sit against a PROT_NONE page, at its end for the TinyCC run and
+ * at its start for the cc run, so a load that `where` must keep unexecuted
+ * (pad) faults if it runs. KILN_RENDER_DUMP=DIR writes each unit to DIR.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "test.h"
+#include "../port/port.h"
+#include "../src/core.h"
+#include "../src/lower.h"
+#include "../src/partition.h"
+#include "../targets/c/render.h"
+
+#ifndef __wasi__
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+#define MAXO 96 /* outputs of one graph */
+#define N 91     /* 7 x 13 elements */
+
+/* CHECK_MSG as an expression: the check's result */
+#define EXPECT(c, ...) expect_((c) != 0, __FILE__, __LINE__, #c, __VA_ARGS__)
+
+static int expect_(int ok, const char *file, int line, const char *what, const char *fmt, ...)
+{
+    if (!test_check_(ok, file, line, what)) {
+        va_list ap;
+        va_start(ap, fmt);
+        printf("    ");
+        vprintf(fmt, ap);
+        printf("\n");
+        va_end(ap);
+    }
+    return ok;
+}
+
+static const int64_t S713[2] = {7, 13};
+
+/* ---- guarded buffers ---- */
+
+typedef struct {
+    void *base, *p;
+    size_t total;
+} Buf;
+
+/* bytes of memory with a PROT_NONE page right after it (at_end) or right
+ * before it; plain malloc where there is no mprotect. */
+static int buf_alloc(Buf *b, size_t bytes, int at_end)
+{
+    memset(b, 0, sizeof *b);
+    if (bytes == 0) bytes = 1;
+#ifndef __wasi__
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), data = (bytes + pg - 1) / pg * pg;
+    b->total = data + 2 * pg;
+    if (posix_memalign(&b->base, pg, b->total)) return 0;
+    char *c = b->base;
+    if (mprotect(c, pg, PROT_NONE) || mprotect(c + pg + data, pg, PROT_NONE)) return 0;
+    b->p = at_end ? c + pg + data - bytes : c + pg;
+    memset(c + pg, 0xA5, data); /* garbage, not zeros: a kernel must write what it owns */
+#else
+    (void)at_end;
+    b->p = b->base = malloc(bytes);
+#endif
+    return b->p != NULL;
+}
+
+static void buf_free(Buf *b)
+{
+#ifndef __wasi__
+    if (b->base) mprotect(b->base, b->total, PROT_READ | PROT_WRITE);
+#endif
+    free(b->base);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- inputs ---- */
+
+static uint64_t lcg = 12345;
+
+static double uniform(double lo, double hi)
+{
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (double)(lcg >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* A tensor of dt and shape (at most 256 elements): the specials first,
+ * then uniform values in [lo, hi] (integral for integer dtypes), converted
+ * as kn_to does. */
+static kn_tensor *make(kn_ctx *ctx, kn_dtype dt, int nd, const int64_t *shape, const double *sp, int nsp, double lo,
+                       double hi)
+{
+    double v[256];
+    int64_t n = tensor_numel(nd, shape);
+    for (int i = 0; i < n && i < 256; i++) {
+        v[i] = i < nsp ? sp[i] : uniform(lo, hi);
+        if (i >= nsp && !dt_is_float(dt)) v[i] = floor(v[i]);
+    }
+    kn_tensor *t = kn_tensor_from(ctx, KN_F64, nd, shape, v);
+    return dt == KN_F64 ? t : kn_to(ctx, t, dt);
+}
+
+/* The same with exact i64 values. */
+static kn_tensor *make_int(kn_ctx *ctx, kn_dtype dt, int nd, const int64_t *shape, const int64_t *sp, int nsp,
+                           int64_t lo, int64_t hi)
+{
+    int64_t v[256];
+    int64_t n = tensor_numel(nd, shape);
+    for (int i = 0; i < n && i < 256; i++)
+        v[i] = i < nsp ? sp[i] : (int64_t)floor(uniform((double)lo, (double)hi + 0.999));
+    kn_tensor *t = kn_tensor_from(ctx, KN_I64, nd, shape, v);
+    return dt == KN_I64 ? t : kn_to(ctx, t, dt);
+}
+
+static const double FSPEC[] = {0.5, -1.25, 3, -0.0, NAN, INFINITY, -INFINITY, 1e-6, 70000, 1e20, -1e20, 3e9, 300.7,
+                               -2.5, 2.5, 0, 1, -1, 0.1, 7.9, 1e-40, 65504, -65520, 255.5, -3e38};
+static const double FSPEC2[] = {2, 0, -0.0, 3, NAN, 2, INFINITY, 1e-6, 0.5, 1e20, 3, -3e9, 0.5, -2.5, 0, 0, NAN, 1};
+static const int64_t ISPEC[] = {0, 1, -1, 2, -2, INT64_MAX, INT64_MIN, 2147483647, -2147483647 - 1, 255, 256, -7,
+                                7, 3, -3, 1000000007, INT64_MIN, 4294967295LL, -129};
+static const int64_t ISPEC2[] = {0, 0, -1, 3, 5, 2, -1, 2, -1, 3, -1, 0, -2, 63, 64, 1000000007, 1, 1, 7};
+
+#define NSP(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* x-like and y-like operands of shape (7, 13), or any */
+static kn_tensor *xs(kn_ctx *ctx, kn_dtype dt, int nd, const int64_t *sh)
+{
+    return dt_is_float(dt) ? make(ctx, dt, nd, sh, FSPEC, NSP(FSPEC), -4, 4)
+                           : make_int(ctx, dt, nd, sh, ISPEC, NSP(ISPEC), -20, 20);
+}
+static kn_tensor *ys(kn_ctx *ctx, kn_dtype dt, int nd, const int64_t *sh)
+{
+    return dt_is_float(dt) ? make(ctx, dt, nd, sh, FSPEC2, NSP(FSPEC2), -3, 3)
+                           : make_int(ctx, dt, nd, sh, ISPEC2, NSP(ISPEC2), -3, 5);
+}
+static kn_tensor *xin(kn_ctx *ctx, kn_dtype dt) { return xs(ctx, dt, 2, S713); }
+static kn_tensor *yin(kn_ctx *ctx, kn_dtype dt) { return ys(ctx, dt, 2, S713); }
+static kn_tensor *ix(kn_ctx *ctx, kn_dtype dt) { return xs(ctx, dt, 2, S713); }
+
+/* ---- the outputs of the graph being traced ---- */
+
+typedef struct {
+    kn_ctx *ctx;
+    const char *name;
+    uint32_t node[MAXO];
+    uint8_t exact[MAXO];
+    int n;
+} Outs;
+
+static Outs *begin(kn_ctx *ctx, Outs *o, const char *name)
+{
+    memset(o, 0, sizeof *o);
+    o->ctx = ctx;
+    o->name = name;
+    ctx->trace = graph_new(ctx);
+    return o;
+}
+
+/* t is an output; exact: it must equal the interpreter's bit for bit. */
+static void out(Outs *o, kn_tensor *t, int exact)
+{
+    if (!EXPECT(t != NULL && o->n < MAXO, "%s: output %d: %s", o->name, o->n, kn_last_error(o->ctx))) {
+        kn_clear_error(o->ctx);
+        return;
+    }
+    o->node[o->n] = t->node;
+    o->exact[o->n++] = (uint8_t)exact;
+}
+
+/* ---- comparing ---- */
+
+static double tol_r(kn_dtype dt) { return dt == KN_F64 ? 1e-12 : dt == KN_F16 ? 1e-3 : dt == KN_BF16 ? 1e-2 : 1e-5; }
+static double tol_a(kn_dtype dt) { return dt == KN_F64 ? 1e-12 : dt == KN_F16 ? 1e-3 : dt == KN_BF16 ? 1e-2 : 1e-6; }
+
+/* Element-wise; 1 if equal within the dtype's tolerance (bit for bit if
+ * exact; NaN equals NaN). Names the first difference. */
+static int same(const char *what, kn_dtype dt, const void *got, const void *want, int64_t n, int exact)
+{
+    size_t es = kn_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) {
+        const char *g = (const char *)got + i * es, *w = (const char *)want + i * es;
+        int ok;
+        if (!dt_is_float(dt)) ok = dt_load_i(dt, g) == dt_load_i(dt, w);
+        else if (exact) ok = memcmp(g, w, es) == 0 || (isnan(dt_load(dt, g)) && isnan(dt_load(dt, w)));
+        else ok = test_close(dt_load(dt, g), dt_load(dt, w), tol_r(dt), tol_a(dt));
+        if (!ok) {
+            printf("    %s: element %lld of %lld: got %.17g, want %.17g (%s%s)\n", what, (long long)i, (long long)n,
+                   dt_load(dt, g), dt_load(dt, w), kn_dtype_name(dt), exact ? ", exact" : "");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---- running a graph through the C target ---- */
+
+typedef struct {
+    Kernel k;
+    uint32_t node;
+    int interp; /* LOWER_INTERP: its value is the interpreter's */
+} Lowered;
+
+static void dump(const char *name, const char *src)
+{
+    const char *dir = getenv("KILN_RENDER_DUMP");
+    char path[512];
+    if (!dir) return;
+    snprintf(path, sizeof path, "%s/%s.c", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) fputs(src, f), fclose(f);
+}
+
+typedef void (*KernelFn)(void **);
+
+/* Runs every kernel compiled by how, in order, and compares. */
+static void run_with(int how, Outs *o, const Graph *g, const Schedule *s, Lowered *lk, int nk, const char *src,
+                     kn_tensor **vals)
+{
+    char why[256] = "", what[160];
+    const char *cc = how == PORT_TCC ? "tcc" : "cc";
+    PortModule *m = port_jit(how, src, NULL, why);
+    if (!EXPECT(m != NULL, "%s: %s: %s", o->name, cc, why)) return;
+    Buf *bufs = calloc(g->n, sizeof *bufs);
+    int ok = bufs != NULL;
+    for (uint32_t v = 1; ok && v < g->n; v++) {
+        const Node *n = &g->nodes[v];
+        if (!s->materialised[v]) continue;
+        size_t bytes = (size_t)tensor_numel(n->ndim, n->shape) * kn_dtype_size((kn_dtype)n->dtype);
+        ok = buf_alloc(&bufs[v], bytes, how == PORT_TCC);
+        if (ok && n->op == OP_INPUT) ok = kn_read(o->ctx, vals[v], bufs[v].p, bytes) == KN_OK;
+    }
+    EXPECT(ok, "%s: buffers: %s", o->name, kn_last_error(o->ctx));
+    /* each kernel in order; its output is compared, then replaced by the
+     * interpreter's, so every kernel reads exactly the interpreter's inputs
+     * (errors of one kernel are not compounded by the next) */
+    for (int i = 0; ok && i < nk; i++) {
+        uint32_t v = lk[i].node;
+        const Node *n = &g->nodes[v];
+        int64_t numel = tensor_numel(n->ndim, n->shape);
+        size_t bytes = (size_t)numel * kn_dtype_size((kn_dtype)n->dtype);
+        void *want = malloc(bytes ? bytes : 1);
+        if (!EXPECT(want && kn_read(o->ctx, vals[v], want, bytes) == KN_OK, "%s: %s", o->name, kn_last_error(o->ctx))) {
+            free(want);
+            break;
+        }
+        if (!lk[i].interp) { /* gather, scatter_add: the interpreter's value only */
+            void *b[64], *p = port_jit_sym(m, lk[i].k.name);
+            KernelFn fn = NULL;
+            if (p) memcpy(&fn, &p, sizeof p);
+            if (!EXPECT(fn && lk[i].k.nbufs <= 64, "%s: %s: no symbol %s", o->name, cc, lk[i].k.name)) {
+                free(want);
+                break;
+            }
+            for (int j = 0; j < lk[i].k.nbufs; j++) b[j] = bufs[lk[i].k.bufs[j].node].p;
+            fn(b);
+            int exact = 0;
+            for (int j = 0; j < o->n; j++) exact |= o->node[j] == v && o->exact[j];
+            snprintf(what, sizeof what, "%s/%s/%s", o->name, cc, lk[i].k.name);
+            EXPECT(same(what, (kn_dtype)n->dtype, bufs[v].p, want, numel, exact), "%s", what);
+        }
+        memcpy(bufs[v].p, want, bytes);
+        free(want);
+    }
+    for (uint32_t v = 1; bufs && v < g->n; v++) buf_free(&bufs[v]);
+    free(bufs);
+    port_jit_free(m);
+}
+
+/* Ends the trace begun by begin(): schedule, lower, render, compile with
+ * both compilers, run and compare. */
+static void finish(Outs *o)
+{
+    kn_ctx *ctx = o->ctx;
+    Graph *g = ctx->trace;
+    ctx->trace = NULL;
+    Arena a;
+    arena_init(&a, ctx);
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    Schedule s;
+    kn_scope_begin(ctx);
+    kn_tensor **vals = calloc(g->n, sizeof *vals);
+    uint32_t *prog = calloc(g->n, sizeof *prog);
+    Lowered *lk = NULL;
+    const Kernel **kp = NULL;
+    char *src = NULL;
+    int nk = 0, ok = vals && prog && o->n > 0;
+    ok = ok && EXPECT(sched_build(ctx, g, o->node, o->n, &a, &s) == 0, "%s: %s", o->name, kn_last_error(ctx));
+    if (ok) {
+        lk = calloc((size_t)s.nkernels + 1, sizeof *lk);
+        kp = calloc((size_t)s.nkernels + 1, sizeof *kp);
+        ok = lk && kp;
+    }
+    for (int i = 0; ok && i < s.nkernels; i++) {
+        lk[nk].node = s.kernels[i];
+        int r = lower_kernel(ctx, g, &s, s.kernels[i], &ex, &a, &lk[nk].k);
+        lk[nk].interp = r == LOWER_INTERP;
+        ok = EXPECT(r == 0 || r == LOWER_INTERP, "%s: lowering %%%u: %s", o->name, s.kernels[i], kn_last_error(ctx));
+        if (ok && r == 0) ok = EXPECT(ir_verify(ctx, &lk[nk].k) == 0, "%s: %s", o->name, kn_last_error(ctx));
+        if (ok && r == 0) kp[nk] = &lk[nk].k;
+        nk++;
+    }
+    /* the kernels that are compiled, in order */
+    const Kernel **cp = kp;
+    int nc = 0;
+    for (int i = 0; ok && i < nk; i++)
+        if (!lk[i].interp) cp[nc++] = &lk[i].k;
+    if (ok) {
+        size_t len = c_render(cp, nc, NULL, 0);
+        src = malloc(len + 1);
+        ok = src && CHECK(c_render(cp, nc, src, len + 1) == len && strlen(src) == len);
+        if (ok) dump(o->name, src);
+    }
+    /* the oracle: every node by the interpreter */
+    if (ok) {
+        for (uint32_t v = 1; v < g->n; v++) prog[v - 1] = v;
+        graph_run_bind(g, vals);
+        ok = EXPECT(graph_run(ctx, g, prog, (int)g->n - 1, vals) == KN_OK, "%s: graph_run: %s", o->name,
+                       kn_last_error(ctx));
+    }
+    if (ok) run_with(PORT_TCC, o, g, &s, lk, nk, src, vals);
+    if (ok) run_with(PORT_CC, o, g, &s, lk, nk, src, vals);
+    kn_clear_error(ctx);
+    free(src);
+    free(kp);
+    free(lk);
+    free(prog);
+    free(vals);
+    kn_scope_end(ctx);
+    expr_free(&ex);
+    arena_free(&a);
+    graph_free(g);
+}
+
+/* ---- the graphs ---- */
+
+static const char *DTN[KN_NDTYPES] = {"f32", "f64", "f16", "bf16", "i32", "i64", "bool", "u8"};
+
+static int is_transcendental(Op op) { return op >= OP_EXP && op <= OP_ERF && op != OP_SQRT && op != OP_RECIP; }
+
+/* Every elementwise primitive that takes dt, on (7, 13) inputs with
+ * special values; where with a mask; two fused chains. */
+static void test_elementwise(kn_ctx *ctx, kn_dtype dt)
+{
+    Outs o;
+    char name[32];
+    int fl = dt_is_float(dt);
+    kn_scope_begin(ctx);
+    kn_tensor *x = xin(ctx, dt), *y = yin(ctx, dt), *m = kn_to(ctx, ix(ctx, KN_I64), KN_BOOL);
+    snprintf(name, sizeof name, "elementwise_%s", DTN[dt]);
+    begin(ctx, &o, name);
+    for (int op = OP_NEG; op <= OP_FLOOR; op++) {
+        if (!fl && op != OP_NEG && op != OP_ABS && op != OP_FLOOR) continue; /* the rest need floats */
+        if (dt == KN_BOOL && op == OP_NEG) continue;
+        out(&o, prim1(ctx, (Op)op, x), !is_transcendental((Op)op));
+    }
+    for (int op = OP_ADD; op <= OP_CMPEQ; op++) {
+        if (dt == KN_BOOL && op == OP_POW) continue;
+        out(&o, prim2(ctx, (Op)op, x, y), op != OP_POW);
+        out(&o, prim2(ctx, (Op)op, y, x), op != OP_POW);
+    }
+    out(&o, p_where(ctx, m, x, y), 1);
+    /* fused: operands used twice (temporaries), rounding or wrapping after every op */
+    kn_tensor *c = prim2(ctx, OP_ADD, prim2(ctx, OP_MUL, x, y), prim2(ctx, OP_SUB, x, dt == KN_BOOL ? y : prim1(ctx, OP_NEG, y)));
+    out(&o, prim2(ctx, OP_MAX, c, prim2(ctx, OP_MUL, c, c)), 1);
+    out(&o, p_where(ctx, prim2(ctx, OP_CMPLT, x, y), prim2(ctx, OP_DIV, x, y), prim2(ctx, OP_MIN, y, x)), 1);
+    if (fl) out(&o, prim2(ctx, OP_ADD, prim2(ctx, OP_MUL, prim1(ctx, OP_EXP, x), x), prim1(ctx, OP_SQRT, prim1(ctx, OP_ABS, y))), 0);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+/* Every cast between the eight dtypes, and two fused round trips. */
+static void test_casts(kn_ctx *ctx)
+{
+    Outs o;
+    kn_scope_begin(ctx);
+    kn_tensor *src[KN_NDTYPES];
+    for (int d = 0; d < KN_NDTYPES; d++) src[d] = xin(ctx, (kn_dtype)d);
+    begin(ctx, &o, "casts");
+    for (int from = 0; from < KN_NDTYPES; from++)
+        for (int to = 0; to < KN_NDTYPES; to++)
+            if (from != to) out(&o, p_cast(ctx, src[from], (kn_dtype)to), 1);
+    out(&o, p_cast(ctx, p_cast(ctx, src[KN_F32], KN_F16), KN_F32), 1);
+    out(&o, p_cast(ctx, p_cast(ctx, src[KN_F64], KN_BF16), KN_F64), 1);
+    out(&o, p_cast(ctx, p_cast(ctx, src[KN_I64], KN_I32), KN_I64), 1);
+    out(&o, p_cast(ctx, p_cast(ctx, src[KN_F32], KN_U8), KN_F16), 1);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+/* sum and reduce_max over axes of a (3, 5, 7) tensor with a NaN (floats). */
+static void test_reduce(kn_ctx *ctx, kn_dtype dt)
+{
+    static const int axes[][3] = {{0}, {1}, {2}, {0, 2}, {0, 1, 2}, {1, 2}};
+    static const int nax[] = {1, 1, 1, 2, 3, 2};
+    Outs o;
+    char name[32];
+    int64_t s357[3] = {3, 5, 7};
+    kn_scope_begin(ctx);
+    kn_tensor *x = xs(ctx, dt, 3, s357), *z = ys(ctx, dt, 3, s357);
+    /* float sums of the specials (1e20 - 1e20 + ...) cancel catastrophically,
+     * and f32 accumulates in float where the interpreter uses double */
+    kn_tensor *u = dt_is_float(dt) ? make(ctx, dt, 3, s357, NULL, 0, -4, 4) : x;
+    snprintf(name, sizeof name, "reduce_%s", DTN[dt]);
+    begin(ctx, &o, name);
+    for (int i = 0; i < 6; i++) {
+        out(&o, p_reduce(ctx, OP_SUM, u, axes[i], nax[i]), !dt_is_float(dt));
+        out(&o, p_reduce(ctx, OP_RMAX, x, axes[i], nax[i]), 1);
+        out(&o, p_reduce(ctx, OP_RMAX, z, axes[i], nax[i]), 1); /* NaNs at elements 4 and 16 (floats) */
+    }
+    /* a prologue and an epilogue: max of x*x, sum then scaled */
+    out(&o, prim2(ctx, OP_MUL, p_reduce(ctx, OP_SUM, prim2(ctx, OP_MUL, u, u), axes[1], 1), p_reduce(ctx, OP_RMAX, u, axes[1], 1)), 0);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+/* Views fused into readers: permute, expand, slices with steps (negative
+ * too), pad (its loads guarded by where), reshape of a transposed tensor,
+ * and a non-contiguous input. */
+static void test_views(kn_ctx *ctx, kn_dtype dt)
+{
+    Outs o;
+    char name[32];
+    kn_scope_begin(ctx);
+    kn_tensor *x = xin(ctx, dt), *y = yin(ctx, dt);
+    kn_tensor *xt = kn_transpose(ctx, yin(ctx, dt), 0, 1); /* a strided input: (13, 7) */
+    /* pad values integral for integers: lowering makes an integer constant of
+     * the pad value, and ir_const takes only integral ones */
+    double pv = dt_is_float(dt) ? 2.5 : 2;
+    int64_t row[2] = {1, 13}, pad4[4] = {2, 1, 1, 3}, pad2[2] = {3, 2}, flat = N, r2[2] = {12, 8};
+    snprintf(name, sizeof name, "views_%s", DTN[dt]);
+    begin(ctx, &o, name);
+    out(&o, prim2(ctx, OP_ADD, kn_transpose(ctx, x, 0, 1), xt), 1);
+    kn_tensor *r = kn_reshape(ctx, p_slice(ctx, y, 0, 2, 1, 1), 2, row), *c = p_slice(ctx, x, 1, 5, 1, 1);
+    out(&o, prim2(ctx, OP_MUL, p_expand(ctx, r, 2, S713), p_expand(ctx, c, 2, S713)), 1);
+    out(&o, kn_slice(ctx, x, 1, 1, 12, 3), 1);
+    out(&o, p_slice(ctx, p_slice(ctx, x, 0, 6, 4, -2), 1, 12, 5, -3), 1);
+    kn_tensor *pd = kn_pad(ctx, x, 4, pad4, pv);
+    out(&o, pd, 1);
+    out(&o, prim2(ctx, OP_MUL, pd, kn_pad(ctx, y, 4, pad4, dt == KN_U8 ? 3 : -1)), 1);
+    out(&o, prim2(ctx, OP_ADD, kn_pad(ctx, xt, 4, pad4, 0), kn_transpose(ctx, kn_pad(ctx, x, 4, (int64_t[]){1, 3, 2, 1}, 0), 0, 1)), 1);
+    out(&o, kn_reshape(ctx, kn_transpose(ctx, x, 0, 1), 1, &flat), 1);
+    /* pad a flattened tensor, then fold it into rows: // and % of indices that pad shifts below 0 */
+    out(&o, kn_reshape(ctx, kn_pad(ctx, kn_reshape(ctx, kn_transpose(ctx, x, 0, 1), 1, &flat), 2, pad2, 1), 2, r2), 1);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+/* Views feeding transcendental ops, pad under exp: f32 only. */
+static void test_views_math(kn_ctx *ctx)
+{
+    Outs o;
+    kn_scope_begin(ctx);
+    kn_tensor *x = kn_randn(ctx, KN_F32, 2, S713);
+    int64_t pad4[4] = {1, 1, 2, 2};
+    begin(ctx, &o, "views_math");
+    kn_tensor *p = kn_pad(ctx, kn_transpose(ctx, x, 0, 1), 4, pad4, -1);
+    out(&o, prim2(ctx, OP_MUL, prim1(ctx, OP_EXP, p), prim1(ctx, OP_TANH, p)), 0);
+    out(&o, kn_gelu(ctx, kn_pad(ctx, x, 4, pad4, 0.5), 0), 0);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+static void test_dot(kn_ctx *ctx, kn_dtype dt)
+{
+    Outs o;
+    char name[32];
+    int64_t sa[3] = {2, 5, 7}, sb[3] = {2, 7, 3}, sc[3] = {2, 3, 7}, sw[2] = {4, 7}, sbias = 4;
+    kn_scope_begin(ctx);
+    kn_tensor *a = kn_to(ctx, kn_randn(ctx, KN_F64, 3, sa), dt), *b = kn_to(ctx, kn_randn(ctx, KN_F64, 3, sb), dt);
+    kn_tensor *c = kn_to(ctx, kn_randn(ctx, KN_F64, 3, sc), dt), *w = kn_to(ctx, kn_randn(ctx, KN_F64, 2, sw), dt);
+    kn_tensor *bias = kn_to(ctx, kn_randn(ctx, KN_F64, 1, &sbias), dt);
+    if (!dt_is_float(dt)) { /* small integers: exact */
+        a = kn_to(ctx, kn_floor(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, 3, sa), kn_scalar(ctx, 4))), dt);
+        b = kn_to(ctx, kn_floor(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, 3, sb), kn_scalar(ctx, 4))), dt);
+        c = kn_to(ctx, kn_floor(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, 3, sc), kn_scalar(ctx, 4))), dt);
+    }
+    snprintf(name, sizeof name, "dot_%s", DTN[dt]);
+    begin(ctx, &o, name);
+    out(&o, kn_matmul(ctx, a, b), !dt_is_float(dt));
+    out(&o, kn_matmul(ctx, a, kn_transpose(ctx, c, 1, 2)), !dt_is_float(dt)); /* transposed operand */
+    if (dt_is_float(dt)) out(&o, kn_linear(ctx, a, w, bias), 0);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+static void test_create(kn_ctx *ctx)
+{
+    Outs o;
+    int64_t s3[3] = {3, 4, 5};
+    kn_scope_begin(ctx);
+    kn_tensor *x = kn_randn(ctx, KN_F32, 2, S713);
+    begin(ctx, &o, "create");
+    for (int d = 0; d < KN_NDTYPES; d++) {
+        out(&o, p_iota(ctx, (kn_dtype)d, 2, S713, 1), 1);
+        out(&o, p_iota(ctx, (kn_dtype)d, 3, s3, 0), 1);
+    }
+    out(&o, p_full(ctx, KN_F32, 2, S713, 0.1), 1);
+    out(&o, p_full(ctx, KN_F64, 2, S713, 0.1), 1);
+    out(&o, p_full(ctx, KN_F16, 2, S713, 0.1), 1);
+    out(&o, p_full(ctx, KN_BF16, 2, S713, -0.1), 1);
+    out(&o, p_full(ctx, KN_I32, 2, S713, -7), 1);
+    out(&o, p_full(ctx, KN_I64, 2, S713, -9007199254740993.0), 1);
+    out(&o, p_full(ctx, KN_BOOL, 2, S713, 1), 1);
+    out(&o, p_full(ctx, KN_U8, 2, S713, 200), 1);
+    out(&o, p_full(ctx, KN_F32, 2, S713, -INFINITY), 1);
+    /* a constant and an iota fused into arithmetic */
+    out(&o, prim2(ctx, OP_ADD, prim2(ctx, OP_MUL, x, p_full(ctx, KN_F32, 2, S713, -2.5)), p_iota(ctx, KN_F32, 2, S713, 0)), 1);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+/* rand in f32, f64, bf16 and fused: the interpreter's bits, and eager
+ * kn_rand's with the same seed and counter. */
+static void test_rand(kn_ctx *ctx)
+{
+    Outs o;
+    int64_t s3[3] = {3, 5, 7}, one = 1;
+    kn_scope_begin(ctx);
+    kn_manual_seed(ctx, 0x123456789abcdefull);
+    kn_tensor *x = kn_randn(ctx, KN_F32, 3, s3);
+    uint64_t ctr = ctx->rng_ctr;
+    begin(ctx, &o, "rand");
+    kn_tensor *r = kn_rand(ctx, KN_F32, 3, s3);
+    out(&o, r, 1);
+    out(&o, kn_rand(ctx, KN_F64, 2, S713), 1);
+    out(&o, kn_rand(ctx, KN_BF16, 1, &one), 1);
+    out(&o, prim2(ctx, OP_MUL, kn_rand(ctx, KN_F32, 3, s3), x), 1);
+    out(&o, kn_dropout(ctx, x, 0.5, 1), 1);
+    Graph *g = ctx->trace;
+    ctx->trace = NULL;
+    uint64_t after = ctx->rng_ctr;
+    ctx->rng_ctr = ctr; /* eager, from the same counter: the same numbers */
+    float want[105], got[105];
+    kn_tensor *e = kn_rand(ctx, KN_F32, 3, s3);
+    ctx->rng_ctr = after;
+    CHECK(e && kn_read(ctx, e, want, sizeof want) == KN_OK);
+    ctx->trace = g;
+    /* run the traced rand alone through the C target and compare with eager */
+    Arena a;
+    arena_init(&a, ctx);
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    Schedule s;
+    Kernel k;
+    CHECK(sched_build(ctx, g, &r->node, 1, &a, &s) == 0 && s.nkernels == 1);
+    CHECK(lower_kernel(ctx, g, &s, r->node, &ex, &a, &k) == 0);
+    const Kernel *kp = &k;
+    size_t len = c_render(&kp, 1, NULL, 0);
+    char *src = malloc(len + 1), why[256];
+    c_render(&kp, 1, src, len + 1);
+    PortModule *m = port_jit(PORT_TCC, src, NULL, why);
+    void *p = m ? port_jit_sym(m, k.name) : NULL;
+    KernelFn fn = NULL;
+    if (p) memcpy(&fn, &p, sizeof p);
+    if (EXPECT(fn != NULL, "%s", why)) {
+        void *b[1] = {got};
+        fn(b);
+        CHECK(memcmp(got, want, sizeof got) == 0);
+    }
+    port_jit_free(m);
+    free(src);
+    expr_free(&ex);
+    arena_free(&a);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+static void test_composites(kn_ctx *ctx, kn_dtype dt)
+{
+    Outs o;
+    char name[32];
+    int64_t s13 = 13, sx[4] = {2, 2, 7, 7}, sw[4] = {3, 2, 3, 3}, sb = 3, s7 = 7;
+    kn_scope_begin(ctx);
+    kn_tensor *x = kn_to(ctx, kn_randn(ctx, KN_F32, 2, S713), dt);
+    kn_tensor *w = kn_to(ctx, kn_randn(ctx, KN_F32, 1, &s13), dt), *b = kn_to(ctx, kn_randn(ctx, KN_F32, 1, &s13), dt);
+    kn_tensor *cx = kn_to(ctx, kn_randn(ctx, KN_F32, 4, sx), dt), *cw = kn_to(ctx, kn_randn(ctx, KN_F32, 4, sw), dt);
+    kn_tensor *cb = kn_to(ctx, kn_randn(ctx, KN_F32, 1, &sb), dt);
+    int64_t tv[7] = {0, 12, 5, 3, 3, 7, 1};
+    kn_tensor *target = kn_tensor_from(ctx, KN_I64, 1, &s7, tv);
+    kn_conv_opts co = {{2, 1}, {1, 2}, {1, 1}, {0, 0}, 1};
+    snprintf(name, sizeof name, "composites_%s", DTN[dt]);
+    begin(ctx, &o, name);
+    out(&o, kn_softmax(ctx, x, 1), 0);
+    out(&o, kn_softmax(ctx, x, 0), 0);
+    out(&o, kn_layer_norm(ctx, x, 1, &s13, w, b, 1e-5), 0);
+    out(&o, kn_gelu(ctx, x, 0), 0);
+    out(&o, kn_gelu(ctx, x, 1), 0);
+    out(&o, kn_conv2d(ctx, cx, cw, cb, &co), 0);
+    out(&o, kn_cross_entropy(ctx, x, target, NULL), 0);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
+/* ---- hand-written IR ---- */
+
+/* Parses text, renders it, compiles with how, runs it on bufs. */
+static int run_ir(int how, const char *text, void **bufs)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    Arena a;
+    arena_init(&a, ctx);
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    Kernel k;
+    char why[256] = "";
+    ir_init(&k, &a, &ex, "");
+    int ok = EXPECT(ir_parse(&k, text, why, sizeof why) == 0 && ir_verify(ctx, &k) == 0, "%s %s", why,
+                       kn_last_error(ctx));
+    const Kernel *kp = &k;
+    size_t len = ok ? c_render(&kp, 1, NULL, 0) : 0;
+    char *src = ok ? malloc(len + 1) : NULL;
+    if (src) c_render(&kp, 1, src, len + 1);
+    PortModule *m = src ? port_jit(how, src, NULL, why) : NULL;
+    void *p = m ? port_jit_sym(m, k.name) : NULL;
+    KernelFn fn = NULL;
+    if (p) memcpy(&fn, &p, sizeof p);
+    ok = ok && EXPECT(fn != NULL, "%s\n%s", why, src ? src : "");
+    if (ok) fn(bufs);
+    port_jit_free(m);
+    free(src);
+    expr_free(&ex);
+    arena_free(&a);
+    kn_ctx_free(ctx);
+    return ok;
+}
+
+/* Floor division, modulo, max and min of negative and positive values,
+ * against expr_eval. */
+static void test_index(int how)
+{
+    static const char *exprs[] = {"(s0-6)//4", "(s0-6)%4", "(s0-6)//-4", "(s0-6)%-4", "max(s0-6,2-s0)",
+                                  "min(s0*2-7,3)", "(s0*3+1)//2", "(s0*3+1)%5", "(s0-6)*(s0-3)//-3", "s0//(s0-6)"};
+    enum { NE = sizeof exprs / sizeof *exprs };
+    char text[2048];
+    int len = snprintf(text, sizeof text, "kernel idx(");
+    for (int i = 0; i < NE; i++) len += snprintf(text + len, sizeof text - len, "%sout b%d i64[13]", i ? ", " : "", i);
+    len += snprintf(text + len, sizeof text - len, ")\n  for s0 in 13\n");
+    for (int i = 0; i < NE; i++) len += snprintf(text + len, sizeof text - len, "    b%d[s0] = idx(%s)\n", i, exprs[i]);
+    int64_t got[NE][13];
+    void *bufs[NE];
+    for (int i = 0; i < NE; i++) bufs[i] = got[i];
+    if (!run_ir(how, text, bufs)) return;
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    ExprTable t;
+    expr_init(&t, ctx);
+    for (int i = 0; i < NE; i++) {
+        ExprId e;
+        int bad = 0;
+        CHECK(expr_parse(&t, exprs[i], &e) == 0);
+        for (int64_t s0 = 0; s0 < 13; s0++) {
+            int err = 0;
+            int64_t want = expr_eval(&t, e, &s0, &err);
+            if (err) want = 0; /* division by zero: the C helpers give 0 */
+            if (got[i][s0] != want && !bad++) printf("    %s at s0=%lld: got %lld, want %lld\n", exprs[i], (long long)s0,
+                                                     (long long)got[i][s0], (long long)want);
+        }
+        EXPECT(!bad, "index %s", exprs[i]);
+    }
+    expr_free(&t);
+    kn_ctx_free(ctx);
+}
+
+/* Every loop kind renders as a serial loop; an unused buffer and an
+ * accumulator nobody reads compile; a shared load under a where branch
+ * stays under it. */
+static void test_loops(int how)
+{
+    const char *text = "kernel loops(out b0 f32[24], in b1 f32[6], in b2 i32[4], out b3 f32[6])\n"
+                       "  for s0 in 2 parallel\n"
+                       "    for s1 in 3 vector(4)\n"
+                       "      for s2 in 4 unroll(2)\n"
+                       "        b0[s0*12+s1*4+s2] = add(b1[s0*3+s1], cast.f32(idx(s2)))\n"
+                       "  for s3 in 1 gpu_block\n"
+                       "    for s4 in 6 gpu_thread\n"
+                       "      acc a0 f32 max\n"
+                       "      acc a1 f32 sum\n"
+                       "      for s5 in 3\n"
+                       "        a1 += b1[s5]\n"
+                       "      b3[s4] = where(cmplt(idx(s4), 5:i64), mul(b1[s4+1], b1[s4+1]), -1)\n";
+    float b0[24], b1[6] = {1, 2, 3, 4, 5, 6}, b3[6];
+    void *bufs[4] = {b0, b1, NULL, b3};
+    Buf g;
+    /* b1 against a guard page: b1[6] would fault */
+    if (!CHECK(buf_alloc(&g, sizeof b1, 1))) return;
+    memcpy(g.p, b1, sizeof b1);
+    bufs[1] = g.p;
+    if (run_ir(how, text, bufs)) {
+        int ok = 1;
+        for (int i = 0; i < 24; i++) ok &= b0[i] == b1[(i / 12) * 3 + (i % 12) / 4] + (float)(i % 4);
+        for (int i = 0; i < 6; i++) ok &= b3[i] == (i < 5 ? b1[i + 1] * b1[i + 1] : -1);
+        CHECK(ok);
+    }
+    buf_free(&g);
+}
+
+/* snprintf contract, and text that does not depend on cap. */
+static void test_text(void)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    Arena a;
+    arena_init(&a, ctx);
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    Kernel k[2];
+    char why[256];
+    ir_init(&k[0], &a, &ex, "");
+    ir_init(&k[1], &a, &ex, "");
+    CHECK(ir_parse(&k[0], "kernel one(out b0 f16[4], in b1 f16[4])\n  for s0 in 4\n    b0[s0] = exp(b1[3-s0])\n", why,
+                   sizeof why) == 0);
+    CHECK(ir_parse(&k[1], "kernel two(out b0 bool[4])\n  for s0 in 4\n    b0[s0] = cmpeq(idx(s0%2), 0:i64)\n", why,
+                   sizeof why) == 0);
+    const Kernel *kp[2] = {&k[0], &k[1]};
+    size_t n = c_render(kp, 2, NULL, 0);
+    char *full = malloc(n + 1), small[16];
+    CHECK(full && c_render(kp, 2, full, n + 1) == n && strlen(full) == n);
+    CHECK(c_render(kp, 2, small, sizeof small) == n && strlen(small) == sizeof small - 1);
+    CHECK(full && memcmp(small, full, sizeof small - 1) == 0);
+    CHECK(full && strstr(full, "void one(void **b)") && strstr(full, "void two(void **b)"));
+    CHECK(full && strstr(full, "kn_h2f(b1[-s0 + 3])") != NULL);
+    CHECK(c_render(kp, 0, NULL, 0) < n); /* the prelude alone */
+    free(full);
+    expr_free(&ex);
+    arena_free(&a);
+    kn_ctx_free(ctx);
+}
+
+int main(void)
+{
+    if (!port_jit_available(PORT_TCC) && !port_jit_available(PORT_CC)) {
+        printf("SKIP render: no JIT on this platform\n");
+        TEST_END("render");
+    }
+    EXPECT(port_jit_available(PORT_TCC), "PORT_TCC is not available");
+    EXPECT(port_jit_available(PORT_CC), "PORT_CC is not available");
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    test_text();
+    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_loops(how);
+    for (int d = 0; d < KN_NDTYPES; d++) test_elementwise(ctx, (kn_dtype)d);
+    test_casts(ctx);
+    for (int d = 0; d < KN_NDTYPES; d++)
+        if (d != KN_BOOL) test_reduce(ctx, (kn_dtype)d);
+    for (int d = 0; d < KN_NDTYPES; d++) test_views(ctx, (kn_dtype)d);
+    test_views_math(ctx);
+    test_dot(ctx, KN_F32);
+    test_dot(ctx, KN_F64);
+    test_dot(ctx, KN_F16);
+    test_dot(ctx, KN_I32);
+    test_dot(ctx, KN_I64);
+    test_create(ctx);
+    test_rand(ctx);
+    test_composites(ctx, KN_F32);
+    test_composites(ctx, KN_F64);
+    kn_ctx_free(ctx);
+    TEST_END("render");
+}
