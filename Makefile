@@ -12,7 +12,7 @@ endif
 LDLIBS  := -lm
 
 B       := build
-LIBSRC  := $(filter-out src/main.c,$(wildcard src/*.c)) port/posix.c port/jit_tcc.c
+LIBSRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard targets/c/*.c) port/posix.c port/jit_tcc.c
 LIBOBJ  := $(patsubst %.c,$(B)/obj/%.o,$(LIBSRC))
 TESTS   := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 
@@ -47,7 +47,7 @@ $(B)/obj/port/jit_tcc_all.o: $(B)/obj/port/jit_tcc.o
 	$(OBJCOPY) $(addprefix --keep-global-symbol=jit_tcc_,new sym delete available) $@.tmp $@
 	@rm -f $@.tmp
 
-$(B)/obj/%.o: %.c src/*.h port/*.h
+$(B)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -111,7 +111,7 @@ WASM_CFLAGS  := --target=wasm32-wasi $(XWARN)
 WASM_LDFLAGS := -Wl,-z,stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=268435456
 WASM_TESTS   := $(patsubst tests/%.c,$(W)/tests/%.wasm,$(CTESTS))
 
-$(W)/obj/%.o: %.c src/*.h port/*.h
+$(W)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_CFLAGS) -c $< -o $@
 
@@ -131,7 +131,7 @@ ARM_ARCH := -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16
 ARM_CFLAGS  := $(ARM_ARCH) $(XWARN) -ffunction-sections -fdata-sections
 ARM_LDFLAGS := $(ARM_ARCH) --specs=rdimon.specs -T tests/cross/cortex-m.ld -Wl,--gc-sections
 
-$(A)/obj/%.o: %.c src/*.h port/*.h
+$(A)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(ARM_CC) $(ARM_CFLAGS) -c $< -o $@
 

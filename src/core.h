@@ -75,6 +75,7 @@ typedef struct {
     void *data;
     size_t bytes;
     int refs;
+    int borrowed; /* data belongs to someone else (a program's arena): not freed here */
 } Storage;
 
 enum {
@@ -182,6 +183,7 @@ void *tensor_ptr(const kn_tensor *t, int64_t elem_offset); /* data + elem_offset
 int tensor_check(kn_ctx *ctx, kn_tensor *t, const char *operand); /* 0 if NULL (error set) */
 int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what); /* -1 on error */
 kn_tensor *tensor_hold(kn_ctx *ctx, const kn_tensor *t); /* a handle on no scope list, for the tape */
+kn_tensor *tensor_borrow(kn_ctx *ctx, void *data, kn_dtype dt, int ndim, const int64_t *shape); /* over memory not ours */
 void tensor_unhold(kn_ctx *ctx, kn_tensor *h);
 
 /* ---- primitives (prim.c): shape rule, then trace or run ---- */

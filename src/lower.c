@@ -54,6 +54,15 @@ static int buffer_of(Lower *l, uint32_t u)
 
 static IrRef value(Lower *l, uint32_t u, const ExprId *idx);
 
+/* A constant as the interpreter stores it in dt: integers truncate and
+ * saturate, bools become 0 or 1, narrow floats round. */
+static IrRef stored_const(Lower *l, kn_dtype dt, double v)
+{
+    unsigned char cell[8];
+    dt_store(dt, cell, v);
+    return ir_const(l->k, dt, dt_load(dt, cell));
+}
+
 /* Source positions of a view: how each view maps an output position back. */
 static void view_index(Lower *l, const Node *n, const ExprId *idx, ExprId *src)
 {
@@ -98,7 +107,7 @@ static IrRef pad_value(Lower *l, const Node *n, const ExprId *src)
     }
     IrRef v = value(l, n->src[0], src);
     if (!inside) return v;
-    return ir_op(l->k, OP_WHERE, (kn_dtype)n->dtype, inside, v, ir_const(l->k, (kn_dtype)n->dtype, n->p.f));
+    return ir_op(l->k, OP_WHERE, (kn_dtype)n->dtype, inside, v, stored_const(l, (kn_dtype)n->dtype, n->p.f));
 }
 
 /* A node's own value at idx, computed here (not loaded). */
@@ -112,7 +121,7 @@ static IrRef compute(Lower *l, uint32_t u, const ExprId *idx)
         view_index(l, n, idx, src);
         return n->op == OP_PAD ? pad_value(l, n, src) : value(l, n->src[0], src);
     }
-    if (n->op == OP_FULL) return ir_const(l->k, dt, n->p.f);
+    if (n->op == OP_FULL) return stored_const(l, dt, n->p.f);
     if (n->op == OP_IOTA) return ir_op(l->k, OP_CAST, dt, ir_index(l->k, idx[n->p.axis]), 0, 0);
     if (n->op == OP_RAND) {
         /* element c of the stream is Philox block c / 4, lane c % 4: the
@@ -208,7 +217,8 @@ static int lower_dot(Lower *l, uint32_t v)
     memcpy(bi, idx, sizeof bi);
     ai[nd - 1] = k;
     bi[nd - 2] = k;
-    IrRef prod = ir_op(l->k, OP_MUL, (kn_dtype)n->dtype, value(l, n->src[0], ai), value(l, n->src[1], bi), 0);
+    IrRef x = value(l, n->src[0], ai), y = value(l, n->src[1], bi); /* in this order: buffer numbers */
+    IrRef prod = ir_op(l->k, OP_MUL, (kn_dtype)n->dtype, x, y, 0);
     if (adt != n->dtype) prod = ir_op(l->k, OP_CAST, adt, prod, 0, 0);
     IrBlock body = {kl, 0};
     if (!ir_update(l->k, &body, acc, prod)) return -1;

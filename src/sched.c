@@ -92,6 +92,11 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
         mat[v] = op == OP_INPUT || is_anchor(op);
     }
     for (int i = 0; i < nouts; i++) mat[outs[i]] = 1;
+    /* gather and scatter_add read whole buffers (their lowering is the
+     * interpreter's for now) */
+    for (uint32_t v = 1; v < g->n; v++)
+        if (kn_opinfo[g->nodes[v].op].cls == OC_INDEX)
+            for (int s = 0; s < g->nodes[v].nsrc; s++) mat[g->nodes[v].src[s]] = 1;
     /* dot operands: a view of a buffer, or a buffer of their own */
     for (uint32_t v = 1; v < g->n; v++)
         if (g->nodes[v].op == OP_DOT)

