@@ -67,11 +67,12 @@ deps:
 	@sh tests/deps.sh
 
 # The main job for now: the README's first program and the op listing.
-demo: all $(B)/first
+demo: all $(B)/first $(B)/train
 	$(B)/first
+	$(B)/train
 	$(B)/kiln ops | tail -n 1
 
-$(B)/first: examples/first.c $(B)/libkiln.a
+$(B)/%: examples/%.c $(B)/libkiln.a
 	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
 
 # Native tests, then the wasm and Cortex-M builds; one summary line for all.
