@@ -6,6 +6,7 @@
 
 #include "kiln.h"
 #include "gradcheck.h"
+#include "bench.h"
 
 int kn_cli_ops(void); /* opslist.c */
 
@@ -14,7 +15,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: kiln --version\n"
             "       kiln ops                    primitives, composites, and what each composite decomposes into\n"
-            "       kiln gradcheck [--op NAME]  finite-difference gradient check of every differentiable op\n");
+            "       kiln gradcheck [--op NAME]  finite-difference gradient check of every differentiable op\n"
+            "       kiln bench gemm|ops [--json] [--quick]   checked benchmarks against OpenBLAS / memcpy\n");
     return 2;
 }
 
@@ -52,6 +54,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "ops")) return kn_cli_ops();
     if (!strcmp(argv[1], "gradcheck")) return cli_gradcheck(argc, argv);
+    if (!strcmp(argv[1], "bench")) {
+        int r = bench_cli(argc, argv);
+        return r == 2 ? usage() : r;
+    }
     fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
     return usage();
 }

@@ -1,0 +1,923 @@
+/*
+ * bench.c — `kiln bench gemm` and `kiln bench ops` (see bench.h).
+ *
+ * Method (shared/BENCHMARKS.md): kiln and its peer side by side in one run,
+ * same thread count (1: kiln is single-threaded; OpenBLAS is told so);
+ * every result is checked before it is timed, and a wrong one is reported
+ * as an error, never timed. A measurement: the check run (which warms up),
+ * then n timed samples (n from 5 to 30, about 1 s in all; one sample may
+ * repeat a very short run so it lasts ~0.5 ms), median with min and max.
+ * A run over 2 s is reported once (n 1) and larger cases of that impl are
+ * skipped, as is any case whose predicted run exceeds 2 s.
+ *
+ * gemm: f32 C = A B, A (M, K), B (K, N), case "MxKxN". Square 64..1024
+ *   (2048 unless quick), the gpt qkv and MLP-up linears at B*T = 2048, a
+ *   ResNet-18 conv3x3 as implicit GEMM. impls: openblas (cblas_sgemm through
+ *   dlopen, so kiln builds without it), kiln-c, kiln-tcc (compile_graph of
+ *   kn_matmul), kiln-eager (the interpreter, small sizes). Checked against a
+ *   double-precision loop (every row, or 64 sampled rows of a big case):
+ *   max |c - ref| / sum_k |a_ik b_kj| <= 1e-4.
+ * ops: a fused elementwise chain gelu(x * 1.5 + 0.25) over 16M floats,
+ *   softmax and layer_norm over rows of (4096, 1024), each against memcpy of
+ *   the same bytes (read + write), in GB/s; compile time, cold (a fresh
+ *   $KILN_CACHE_DIR) and warm (the second compile), of the joint
+ *   forward+backward graph of an MLP 784->512->10 at batch 128.
+ *
+ * OS calls (dlopen, a temporary cache directory) are POSIX-only, behind
+ * BENCH_POSIX; elsewhere (wasm, a board) those parts say they are missing.
+ */
+#if (defined(__unix__) || defined(__APPLE__)) && !defined(__wasi__) && !defined(__EMSCRIPTEN__)
+#define BENCH_POSIX 1
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <dlfcn.h>
+#include <unistd.h>
+#else
+#define BENCH_POSIX 0
+#endif
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "compile.h"
+#include "core.h"
+#include "../port/port.h"
+
+#define MAX_SAMPLES 30
+#define SLOW_MS 2000.0  /* one run longer than this: reported once, bigger cases skipped */
+#define TOTAL_MS 1000.0 /* about this long for the timed samples */
+#define TOL 1e-4
+
+/* ---- output ---- */
+
+typedef struct {
+    const BenchOpts *o;
+    int failed;
+} B;
+
+typedef struct {
+    double med, min, max; /* ms */
+    int n;
+} Stat;
+
+static void out_line(B *b, const char *s)
+{
+    if (b->o->emit) b->o->emit(b->o->user, s);
+    else {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+}
+
+static void outf(B *b, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    out_line(b, buf);
+}
+
+/* appends s to buf as a JSON string */
+static void json_str(char *buf, size_t cap, const char *s)
+{
+    size_t n = strlen(buf);
+    if (n + 2 >= cap) return;
+    buf[n++] = '"';
+    for (; *s && n + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') buf[n++] = '\\', buf[n++] = (char)c;
+        else if (c < 0x20) n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", c);
+        else buf[n++] = (char)c;
+    }
+    buf[n++] = '"';
+    buf[n] = 0;
+}
+
+static void cat(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < cap) vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* One JSON line. s NULL: values null, n 0. */
+static void json_rec(B *b, const char *suite, const char *cse, const char *impl, const char *metric,
+                     const double *v3, int n, const char *kind, const char *msg, const char *note,
+                     const char *peer, double ratio)
+{
+    char buf[1400];
+    buf[0] = 0;
+    cat(buf, sizeof buf, "{\"suite\":");
+    json_str(buf, sizeof buf, suite);
+    cat(buf, sizeof buf, ",\"case\":");
+    json_str(buf, sizeof buf, cse);
+    cat(buf, sizeof buf, ",\"impl\":");
+    json_str(buf, sizeof buf, impl);
+    cat(buf, sizeof buf, ",\"metric\":");
+    json_str(buf, sizeof buf, metric);
+    if (v3) cat(buf, sizeof buf, ",\"median\":%.6g,\"min\":%.6g,\"max\":%.6g,\"n\":%d", v3[0], v3[1], v3[2], n);
+    else cat(buf, sizeof buf, ",\"median\":null,\"min\":null,\"max\":null,\"n\":0");
+    if (peer && ratio > 0) {
+        cat(buf, sizeof buf, ",\"vs\":");
+        json_str(buf, sizeof buf, peer);
+        cat(buf, sizeof buf, ",\"ratio\":%.4g", ratio);
+    }
+    if (kind && !strcmp(kind, "skipped")) cat(buf, sizeof buf, ",\"skipped\":true");
+    else if (kind) {
+        cat(buf, sizeof buf, ",\"%s\":", kind);
+        json_str(buf, sizeof buf, msg ? msg : "");
+    }
+    if (note && *note) {
+        cat(buf, sizeof buf, ",\"note\":");
+        json_str(buf, sizeof buf, note);
+    }
+    cat(buf, sizeof buf, "}");
+    out_line(b, buf);
+}
+
+/* A measurement: ms, and where work > 0 the rate (dmetric: gflops or gbps;
+ * work in flops or bytes), with the speed ratio to a peer (peer time /
+ * this time: > 1 is faster than the peer). */
+static void report(B *b, const char *suite, const char *cse, const char *impl, const Stat *s,
+                   const char *dmetric, double work, const char *peer, const Stat *ps, const char *note)
+{
+    double ratio = peer && ps && ps->n > 0 && s->med > 0 ? ps->med / s->med : 0;
+    if (b->o->json) {
+        double v[3] = {s->med, s->min, s->max};
+        json_rec(b, suite, cse, impl, "ms", v, s->n, NULL, NULL, note, peer, ratio);
+        if (work > 0 && s->min > 0) {
+            double r[3] = {work / (s->med * 1e6), work / (s->max * 1e6), work / (s->min * 1e6)};
+            json_rec(b, suite, cse, impl, dmetric, r, s->n, NULL, NULL, note, peer, ratio);
+        }
+        return;
+    }
+    char rate[48] = "", rat[48] = "", range[64];
+    snprintf(range, sizeof range, "(%.3f..%.3f)", s->min, s->max);
+    if (work > 0 && s->med > 0)
+        snprintf(rate, sizeof rate, "%9.2f %s", work / (s->med * 1e6), !strcmp(dmetric, "gflops") ? "GFLOP/s" : "GB/s   ");
+    if (ratio > 0) snprintf(rat, sizeof rat, "%7.3fx %s", ratio, peer);
+    outf(b, "%-5s %-22s %-11s %10.3f ms %-22s n=%-2d %-18s %-18s %s", suite, cse, impl, s->med, range, s->n, rate,
+         rat, note ? note : "");
+}
+
+static void report_err(B *b, const char *suite, const char *cse, const char *impl, const char *metric,
+                       const char *msg, int counts)
+{
+    if (counts) b->failed = 1;
+    if (b->o->json) json_rec(b, suite, cse, impl, metric, NULL, 0, "error", msg, NULL, NULL, 0);
+    else outf(b, "%-5s %-22s %-11s ERROR: %s", suite, cse, impl, msg);
+}
+
+static void report_skip(B *b, const char *suite, const char *cse, const char *impl, const char *metric,
+                        const char *why)
+{
+    if (b->o->json) json_rec(b, suite, cse, impl, metric, NULL, 0, "skipped", NULL, why, NULL, 0);
+    else outf(b, "%-5s %-22s %-11s skipped: %s", suite, cse, impl, why);
+}
+
+/* ---- timing ---- */
+
+static double now_ms(void) { return (double)port_now_ns() / 1e6; }
+
+typedef int (*RunFn)(void *arg); /* 0 ok */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Times f after its check run, which took t1 ms and served as warm-up. */
+static int measure(B *b, RunFn f, void *arg, double t1, Stat *s)
+{
+    double t[MAX_SAMPLES];
+    int n, reps = 1;
+    if (b->o->smoke) n = 1;
+    else if (t1 > SLOW_MS) {
+        s->med = s->min = s->max = t1;
+        s->n = 1;
+        return 0;
+    } else {
+        if (t1 < 50 && f(arg)) return -1; /* one more warm-up when cheap */
+        if (t1 < 0.5) reps = t1 > 1e-4 ? (int)(0.5 / t1) + 1 : 1000;
+        if (reps > 1000) reps = 1000;
+        double per = t1 * reps;
+        n = per > 0 ? (int)(TOTAL_MS / per) : MAX_SAMPLES;
+        n = n < 5 ? 5 : n > MAX_SAMPLES ? MAX_SAMPLES : n;
+    }
+    for (int i = 0; i < n; i++) {
+        double t0 = now_ms();
+        for (int r = 0; r < reps; r++)
+            if (f(arg)) return -1;
+        t[i] = (now_ms() - t0) / reps;
+    }
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    s->min = t[0];
+    s->max = t[n - 1];
+    s->med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    s->n = n;
+    return 0;
+}
+
+static const float *fdata(const kn_tensor *t) { return (const float *)tensor_ptr(t, t->offset); }
+
+/* ---- runners ---- */
+
+typedef struct {
+    kn_ctx *ctx;
+    Program *p;
+    Graph *g;
+    int nouts;
+    float *keep;         /* check run: a copy of output 0 */
+    size_t keep_n;
+} ProgRun;
+
+static int run_prog(void *arg)
+{
+    ProgRun *r = arg;
+    kn_tensor *outs[8] = {NULL};
+    kn_scope_begin(r->ctx);
+    int bad = program_run(r->p, r->g->input_vals, (int)r->g->ninputs, outs) != KN_OK;
+    if (!bad && r->keep) bad = kn_read(r->ctx, outs[0], r->keep, r->keep_n * sizeof(float)) != KN_OK;
+    kn_scope_end(r->ctx);
+    return bad;
+}
+
+typedef kn_tensor *(*Build)(kn_ctx *ctx, kn_tensor *const *in);
+
+/* Traces f on concrete inputs and compiles the graph; *ms the compile time. */
+static Program *trace_compile(kn_ctx *ctx, Build f, kn_tensor *const *in, CompileBackend be, Graph **g, double *ms)
+{
+    *g = graph_new(ctx);
+    if (!*g) return NULL;
+    ctx->trace = *g;
+    kn_tensor *y = f(ctx, in);
+    ctx->trace = NULL;
+    if (!y) return NULL;
+    CompileOpts o;
+    memset(&o, 0, sizeof o);
+    o.backend = be;
+    double t0 = now_ms();
+    Program *p = compile_graph(ctx, *g, &y->node, 1, &o);
+    *ms = now_ms() - t0;
+    return p;
+}
+
+static const char *be_name(CompileBackend be) { return be == BACKEND_TCC ? "kiln-tcc" : "kiln-c"; }
+
+/* ---- OpenBLAS through dlopen ---- */
+
+typedef void (*SgemmFn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc);
+static SgemmFn blas_sgemm;
+static int blas_threads_set; /* 1 if openblas_set_num_threads(1) was called */
+static char blas_why[160];
+
+static int blas_open(void)
+{
+    static int tried;
+    if (tried) return blas_sgemm != NULL;
+    tried = 1;
+#if BENCH_POSIX
+    void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(blas_why, sizeof blas_why, "not available (apt-get install libopenblas-dev)");
+        return 0;
+    }
+    void *p = dlsym(h, "cblas_sgemm"), *q = dlsym(h, "openblas_set_num_threads");
+    if (!p) {
+        snprintf(blas_why, sizeof blas_why, "libopenblas.so.0 has no cblas_sgemm");
+        return 0;
+    }
+    memcpy(&blas_sgemm, &p, sizeof p);
+    if (q) {
+        void (*set)(int);
+        memcpy(&set, &q, sizeof q);
+        set(1);
+        blas_threads_set = 1;
+    }
+    return 1;
+#else
+    snprintf(blas_why, sizeof blas_why, "not available on this platform (%s)", port_name());
+    return 0;
+#endif
+}
+
+/* ---- gemm ---- */
+
+typedef struct {
+    int64_t m, k, n;
+    const char *what;
+} Shape;
+
+typedef struct {
+    const float *a, *b;
+    float *c;
+    int m, k, n;
+} BlasRun;
+
+static int run_blas(void *arg)
+{
+    BlasRun *r = arg;
+    blas_sgemm(101 /* CblasRowMajor */, 111 /* CblasNoTrans */, 111, r->m, r->n, r->k, 1.0f, r->a, r->k, r->b,
+               r->n, 0.0f, r->c, r->n);
+    return 0;
+}
+
+typedef struct {
+    kn_ctx *ctx;
+    kn_tensor *a, *b;
+    float *keep;
+    size_t keep_n;
+} EagerRun;
+
+static int run_eager(void *arg)
+{
+    EagerRun *r = arg;
+    kn_scope_begin(r->ctx);
+    kn_tensor *y = kn_matmul(r->ctx, r->a, r->b);
+    int bad = !y || (r->keep && kn_read(r->ctx, y, r->keep, r->keep_n * sizeof(float)) != KN_OK);
+    kn_scope_end(r->ctx);
+    return bad;
+}
+
+static kn_tensor *build_matmul(kn_ctx *c, kn_tensor *const *in) { return kn_matmul(c, in[0], in[1]); }
+
+/* The reference for the rows in rows[0..nr): ref and sum |a b| in double. */
+typedef struct {
+    int64_t *rows;
+    int nr;
+    double *ref, *mag;
+} GemmRef;
+
+static double gemm_err(const GemmRef *r, const float *c, int64_t n)
+{
+    double worst = 0;
+    for (int i = 0; i < r->nr; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double d = fabs((double)c[r->rows[i] * n + j] - r->ref[i * n + j]) / (r->mag[i * n + j] + 1e-30);
+            if (!(d <= worst)) worst = d; /* NaN wins */
+        }
+    return worst;
+}
+
+enum { I_BLAS, I_C, I_TCC, I_EAGER, NIMPL };
+static const char *const impl_names[NIMPL] = {"openblas", "kiln-c", "kiln-tcc", "kiln-eager"};
+
+/* rate: the best flop/ms each impl reached so far (predicts the next run);
+ * slow: the flops of a case whose one run exceeded SLOW_MS (0: none) */
+static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], double slow[NIMPL])
+{
+    const char *S = "gemm";
+    char cse[64], note[256];
+    snprintf(cse, sizeof cse, "%lldx%lldx%lld", (long long)sh->m, (long long)sh->k, (long long)sh->n);
+    int64_t M = sh->m, K = sh->k, N = sh->n;
+    double flops = 2.0 * (double)M * (double)N * (double)K;
+    int64_t sa[2] = {M, K}, sb[2] = {K, N};
+    kn_scope_begin(ctx);
+    kn_tensor *A = kn_randn(ctx, KN_F32, 2, sa), *Bm = kn_randn(ctx, KN_F32, 2, sb);
+    size_t cn = (size_t)(M * N);
+    float *C = malloc(cn * sizeof *C);
+    GemmRef ref;
+    ref.nr = (double)M * N * K <= (double)(1 << 27) || M <= 64 ? (int)M : 64;
+    ref.rows = malloc((size_t)ref.nr * sizeof *ref.rows);
+    ref.ref = calloc((size_t)ref.nr * (size_t)N, sizeof(double));
+    ref.mag = calloc((size_t)ref.nr * (size_t)N, sizeof(double));
+    if (!A || !Bm || !C || !ref.rows || !ref.ref || !ref.mag) {
+        report_err(b, S, cse, "kiln", "ms", !A || !Bm ? kn_last_error(ctx) : "out of memory", 1);
+        kn_clear_error(ctx);
+        goto done;
+    }
+    const float *a = fdata(A), *bb = fdata(Bm);
+    for (int i = 0; i < ref.nr; i++) {
+        int64_t row = ref.nr == M ? i : (int64_t)i * M / ref.nr;
+        ref.rows[i] = row;
+        double *rr = ref.ref + (size_t)i * N, *mm = ref.mag + (size_t)i * N;
+        for (int64_t k = 0; k < K; k++) {
+            double x = a[row * K + k];
+            const float *brow = bb + k * N;
+            for (int64_t j = 0; j < N; j++) {
+                double p = x * brow[j];
+                rr[j] += p;
+                mm[j] += fabs(p);
+            }
+        }
+    }
+    char checked[64];
+    if (ref.nr == M) snprintf(checked, sizeof checked, "checked all rows");
+    else snprintf(checked, sizeof checked, "checked %d sampled rows", ref.nr);
+
+    Stat peer = {0, 0, 0, 0};
+    for (int im = 0; im < NIMPL; im++) {
+        const char *impl = impl_names[im];
+        if (im == I_BLAS && !blas_open()) {
+            report_err(b, S, cse, impl, "ms", blas_why, 0);
+            continue;
+        }
+        if (im == I_EAGER && (M > 256 || N > 256 || K > 256)) continue; /* the interpreter: small sizes only */
+        double pred = rate[im] > 0 ? flops / rate[im] : 0;
+        if (!b->o->smoke && ((slow[im] > 0 && flops >= slow[im]) || pred > SLOW_MS)) {
+            if (pred > SLOW_MS) snprintf(note, sizeof note, "predicted %.1f s per run (over %.0f s)", pred / 1e3, SLOW_MS / 1e3);
+            else snprintf(note, sizeof note, "a smaller case took over %.0f s per run", SLOW_MS / 1e3);
+            report_skip(b, S, cse, impl, "ms", note);
+            continue;
+        }
+        Stat s;
+        double t0, t1, cms = 0;
+        int bad;
+        RunFn fn;
+        void *arg;
+        BlasRun br;
+        EagerRun er;
+        ProgRun pr;
+        Graph *g = NULL;
+        Program *p = NULL;
+        note[0] = 0;
+        memset(C, 0, cn * sizeof *C);
+        if (im == I_BLAS) {
+            br.a = a, br.b = bb, br.c = C, br.m = (int)M, br.k = (int)K, br.n = (int)N;
+            fn = run_blas, arg = &br;
+            snprintf(note, sizeof note, "1 thread (%s); %s",
+                     blas_threads_set ? "openblas_set_num_threads(1)" : "no openblas_set_num_threads: its default",
+                     checked);
+        } else if (im == I_EAGER) {
+            er.ctx = ctx, er.a = A, er.b = Bm, er.keep = C, er.keep_n = cn;
+            fn = run_eager, arg = &er;
+            snprintf(note, sizeof note, "interpreter; %s", checked);
+        } else {
+            CompileBackend be = im == I_TCC ? BACKEND_TCC : BACKEND_C;
+            kn_tensor *in[2] = {A, Bm};
+            p = trace_compile(ctx, build_matmul, in, be, &g, &cms);
+            if (!p) {
+                report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+                kn_clear_error(ctx);
+                graph_free(g);
+                continue;
+            }
+            ProgramStats st;
+            program_stats(p, &st);
+            pr.ctx = ctx, pr.p = p, pr.g = g, pr.nouts = 1, pr.keep = C, pr.keep_n = cn;
+            fn = run_prog, arg = &pr;
+            snprintf(note, sizeof note, "compile %.1f ms; %d kernels on %s; 1 thread; %s", cms, st.kernels,
+                     st.backend, checked);
+        }
+        t0 = now_ms();
+        bad = fn(arg);
+        t1 = now_ms() - t0;
+        if (bad) {
+            report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+            kn_clear_error(ctx);
+        } else {
+            double e = gemm_err(&ref, C, N);
+            if (!(e <= TOL)) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "result check failed: max rel err %.3g > %g", e, TOL);
+                report_err(b, S, cse, impl, "ms", msg, 1);
+            } else {
+                pr.keep = NULL, er.keep = NULL;
+                if (measure(b, fn, arg, t1, &s)) {
+                    report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+                    kn_clear_error(ctx);
+                } else {
+                    if (s.n == 1 && t1 > SLOW_MS) {
+                        slow[im] = flops;
+                        cat(note, sizeof note, "; one run (over %.0f s): larger sizes skipped", SLOW_MS / 1e3);
+                    }
+                    if (flops / s.med > rate[im]) rate[im] = flops / s.med;
+                    if (im == I_BLAS) peer = s;
+                    report(b, S, cse, impl, &s, "gflops", flops, im == I_BLAS ? NULL : "openblas",
+                           im == I_BLAS ? NULL : &peer, note);
+                }
+            }
+        }
+        program_free(p);
+        graph_free(g);
+    }
+done:
+    free(C);
+    free(ref.rows);
+    free(ref.ref);
+    free(ref.mag);
+    kn_scope_end(ctx);
+}
+
+static void header(B *b, const char *suite)
+{
+    if (b->o->json) return;
+    outf(b, "kiln bench %s%s%s: kiln single-threaded; medians of n runs (min..max); ratio = peer time / this time",
+         suite, b->o->quick ? " --quick" : "", b->o->smoke ? " --smoke" : "");
+    outf(b, "%-5s %-22s %-11s %13s %-22s %-4s %-18s %-18s %s", "suite", "case", "impl", "median", "(min..max)", "n",
+         "rate", "speed vs peer", "note");
+}
+
+int bench_gemm(const BenchOpts *o)
+{
+    B b = {o, 0};
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    if (!ctx) return 1;
+    kn_manual_seed(ctx, 1);
+    header(&b, "gemm");
+    if (!o->json) {
+        if (blas_open())
+            outf(&b, "openblas: libopenblas.so.0, %s", blas_threads_set ? "1 thread (openblas_set_num_threads(1))"
+                                                                        : "its default thread count (no openblas_set_num_threads)");
+        else outf(&b, "openblas: %s", blas_why);
+        outf(&b, "case = MxKxN: A (M, K) times B (K, N), f32");
+    }
+    static const Shape smoke[] = {{16, 16, 16, "square"}, {32, 32, 32, "square"}, {32, 16, 24, "odd"}};
+    static const Shape full[] = {
+        {64, 64, 64, "square"},       {128, 128, 128, "square"},    {256, 256, 256, "square"},
+        {512, 512, 512, "square"},    {1024, 1024, 1024, "square"}, {2048, 2048, 2048, "square"},
+        {2048, 256, 768, "gpt qkv"},  {2048, 256, 1024, "gpt mlp up"},
+        {4096, 1152, 128, "conv3x3 128->128 16x16 b16"},
+    };
+    const Shape *sh = o->smoke ? smoke : full;
+    int ns = o->smoke ? (int)(sizeof smoke / sizeof *smoke) : (int)(sizeof full / sizeof *full);
+    double rate[NIMPL] = {0, 0, 0, 0};
+    double slow[NIMPL] = {0, 0, 0, 0};
+    for (int i = 0; i < ns; i++) {
+        if (o->quick && sh[i].m == 2048 && sh[i].k == 2048) continue;
+        if (!o->json && strcmp(sh[i].what, "square")) outf(&b, "-- %s", sh[i].what);
+        gemm_case(&b, ctx, &sh[i], rate, slow);
+    }
+    kn_ctx_free(ctx);
+    return b.failed;
+}
+
+/* ---- ops ---- */
+
+typedef struct {
+    const float *src;
+    float *dst;
+    size_t n;
+} CopyRun;
+
+static int run_copy(void *arg)
+{
+    CopyRun *r = arg;
+    memcpy(r->dst, r->src, r->n * sizeof(float));
+    return 0;
+}
+
+static kn_tensor *build_chain(kn_ctx *c, kn_tensor *const *in)
+{
+    return kn_gelu(c, kn_add(c, kn_mul(c, in[0], kn_scalar(c, 1.5)), kn_scalar(c, 0.25)), 0);
+}
+static kn_tensor *build_softmax(kn_ctx *c, kn_tensor *const *in) { return kn_softmax(c, in[0], 1); }
+static kn_tensor *build_layer_norm(kn_ctx *c, kn_tensor *const *in)
+{
+    int64_t d = kn_shape(in[0])[1];
+    return kn_layer_norm(c, in[0], 1, &d, NULL, NULL, 1e-5);
+}
+
+enum { K_CHAIN, K_SOFTMAX, K_LAYER_NORM };
+
+/* max |got - ref| / (0.01 + |ref|) against a double computation from x */
+static double ops_err(int kind, const float *x, const float *y, int64_t rows, int64_t cols)
+{
+    double worst = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        const float *yr = y + r * cols;
+        double mx = -INFINITY, sum = 0, mean = 0, var = 0;
+        if (kind == K_SOFTMAX) {
+            for (int64_t j = 0; j < cols; j++) mx = xr[j] > mx ? xr[j] : mx;
+            for (int64_t j = 0; j < cols; j++) sum += exp(xr[j] - mx);
+        } else if (kind == K_LAYER_NORM) {
+            for (int64_t j = 0; j < cols; j++) mean += xr[j];
+            mean /= (double)cols;
+            for (int64_t j = 0; j < cols; j++) var += (xr[j] - mean) * (xr[j] - mean);
+            var /= (double)cols;
+        }
+        for (int64_t j = 0; j < cols; j++) {
+            double v = xr[j], want;
+            if (kind == K_CHAIN) {
+                v = v * 1.5 + 0.25;
+                want = 0.5 * v * (1 + erf(v / sqrt(2.0)));
+            } else if (kind == K_SOFTMAX) want = exp(v - mx) / sum;
+            else want = (v - mean) / sqrt(var + 1e-5);
+            double d = fabs(yr[j] - want) / (0.01 + fabs(want));
+            if (!(d <= worst)) worst = d;
+        }
+    }
+    return worst;
+}
+
+static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows, int64_t cols)
+{
+    const char *S = "ops";
+    char note[256];
+    int64_t shape[2] = {rows, cols};
+    size_t n = (size_t)(rows * cols);
+    double bytes = 2.0 * (double)n * sizeof(float); /* read x, write y */
+    kn_scope_begin(ctx);
+    kn_tensor *x = kn_randn(ctx, KN_F32, kind == K_CHAIN ? 1 : 2, kind == K_CHAIN ? &shape[1] : shape);
+    float *y = malloc(n * sizeof *y), *dst = malloc(n * sizeof *dst);
+    if (!x || !y || !dst) {
+        report_err(b, S, cse, "kiln", "ms", x ? "out of memory" : kn_last_error(ctx), 1);
+        kn_clear_error(ctx);
+        goto done;
+    }
+    const float *xs = fdata(x);
+    /* the peer: memcpy of the same bytes */
+    Stat peer = {0, 0, 0, 0};
+    CopyRun cr = {xs, dst, n};
+    memset(dst, 0, n * sizeof *dst); /* touch it: pages mapped before timing */
+    double t0 = now_ms();
+    run_copy(&cr);
+    double t1 = now_ms() - t0;
+    if (memcmp(dst, xs, n * sizeof *dst)) report_err(b, S, cse, "memcpy", "ms", "memcpy result differs", 1);
+    else if (!measure(b, run_copy, &cr, t1, &peer))
+        report(b, S, cse, "memcpy", &peer, "gbps", bytes, NULL, NULL, "read + write of the same bytes");
+    static const CompileBackend bes[2] = {BACKEND_C, BACKEND_TCC};
+    Build f = kind == K_CHAIN ? build_chain : kind == K_SOFTMAX ? build_softmax : build_layer_norm;
+    for (int i = 0; i < 2; i++) {
+        const char *impl = be_name(bes[i]);
+        Graph *g = NULL;
+        double cms = 0;
+        Program *p = trace_compile(ctx, f, &x, bes[i], &g, &cms);
+        if (!p) {
+            report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+            kn_clear_error(ctx);
+            graph_free(g);
+            continue;
+        }
+        ProgramStats st;
+        program_stats(p, &st);
+        ProgRun pr = {ctx, p, g, 1, y, n};
+        t0 = now_ms();
+        int bad = run_prog(&pr);
+        t1 = now_ms() - t0;
+        double e = bad ? INFINITY : ops_err(kind, xs, y, kind == K_CHAIN ? 1 : rows, kind == K_CHAIN ? (int64_t)n : cols);
+        if (bad) {
+            report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+            kn_clear_error(ctx);
+        } else if (!(e <= TOL)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "result check failed: max err |d|/(0.01+|ref|) %.3g > %g", e, TOL);
+            report_err(b, S, cse, impl, "ms", msg, 1);
+        } else {
+            Stat s;
+            pr.keep = NULL;
+            snprintf(note, sizeof note, "compile %.1f ms; %d kernels on %s; output allocated per run; 1 thread", cms,
+                     st.kernels, st.backend);
+            if (measure(b, run_prog, &pr, t1, &s)) {
+                report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+                kn_clear_error(ctx);
+            } else report(b, S, cse, impl, &s, "gbps", bytes, "memcpy", &peer, note);
+        }
+        program_free(p);
+        graph_free(g);
+    }
+done:
+    free(y);
+    free(dst);
+    kn_scope_end(ctx);
+}
+
+/* ---- compile time: the joint graph of an MLP ---- */
+
+typedef struct {
+    kn_tensor *x, *target, *p[4]; /* W1 (H, I), b1 (H), W2 (O, H), b2 (O) */
+} Mlp;
+
+static kn_tensor *mlp_loss(kn_ctx *ctx, const Mlp *m)
+{
+    kn_tensor *h = kn_relu(ctx, kn_linear(ctx, m->x, m->p[0], m->p[1]));
+    return kn_cross_entropy(ctx, kn_linear(ctx, h, m->p[2], m->p[3]), m->target, NULL);
+}
+
+#if BENCH_POSIX
+/* A fresh empty directory as $KILN_CACHE_DIR; path into dir. 0 or -1. */
+static int fresh_cache(char *dir, size_t cap)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, cap, "%s/kiln-bench-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(dir)) return -1;
+    return setenv("KILN_CACHE_DIR", dir, 1);
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[1024];
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path)) remove_dir(path);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+#endif
+
+/* max |got - want| / max |want| over the tensor */
+static double tensor_err(kn_ctx *ctx, kn_tensor *got, kn_tensor *want)
+{
+    int64_t n = got && want ? kn_numel(want) : -1;
+    if (n < 0 || kn_numel(got) != n) return INFINITY;
+    float *g = malloc((size_t)(n ? n : 1) * sizeof *g), *w = malloc((size_t)(n ? n : 1) * sizeof *w);
+    double d = 0, m = 0;
+    if (!g || !w || kn_read(ctx, got, g, (size_t)n * sizeof *g) || kn_read(ctx, want, w, (size_t)n * sizeof *w))
+        d = INFINITY;
+    for (int64_t i = 0; d == 0 && i < n; i++) m = fabs(w[i]) > m ? fabs(w[i]) : m;
+    for (int64_t i = 0; d != INFINITY && i < n; i++) {
+        double e = fabs((double)g[i] - w[i]);
+        if (!(e <= d)) d = e;
+    }
+    free(g);
+    free(w);
+    return d == INFINITY ? d : d / (m + 1e-30);
+}
+
+static void compile_bench(B *b, kn_ctx *ctx)
+{
+    const char *S = "ops";
+    int64_t I = 784, H = 512, O = 10, N = 128;
+    if (b->o->smoke) I = 32, H = 16, N = 8;
+    char what[96], note[320], cse[64];
+    snprintf(what, sizeof what, "mlp %lld->%lld->%lld b%lld fwd+bwd", (long long)I, (long long)H, (long long)O,
+             (long long)N);
+    kn_scope_begin(ctx);
+    Mlp m;
+    int64_t sx[2] = {N, I}, s[4][2] = {{H, I}, {H, 0}, {O, H}, {O, 0}};
+    int64_t *tv = malloc((size_t)N * sizeof *tv);
+    for (int64_t i = 0; tv && i < N; i++) tv[i] = (i * 7) % O;
+    m.x = kn_randn(ctx, KN_F32, 2, sx);
+    m.target = tv ? kn_tensor_from(ctx, KN_I64, 1, &N, tv) : NULL;
+    free(tv);
+    for (int i = 0; i < 4; i++) {
+        double bound = 1.0 / sqrt((double)(i < 2 ? I : H));
+        m.p[i] = kn_param(ctx, i % 2 == 0 ? kn_kaiming_uniform(ctx, KN_F32, 2, s[i], sqrt(5.0))
+                                          : kn_uniform(ctx, KN_F32, 1, s[i], -bound, bound));
+    }
+    /* eager reference: loss and .grad */
+    kn_tensor *eloss = mlp_loss(ctx, &m);
+    Graph *g = NULL;
+    kn_tensor *loss = NULL, *grads[4] = {NULL, NULL, NULL, NULL};
+    int ok = eloss && kn_backward(ctx, eloss, 0) == KN_OK;
+    if (ok && (g = graph_new(ctx))) {
+        ctx->trace = g;
+        loss = mlp_loss(ctx, &m);
+        ok = loss && autodiff_grads(ctx, loss, 4, m.p, grads) == KN_OK;
+        ctx->trace = NULL;
+        for (int i = 0; i < 4; i++) ok = ok && grads[i];
+    }
+    if (!ok || !g) {
+        report_err(b, S, "mlp-joint", "kiln", "ms", g ? kn_last_error(ctx) : "out of memory", 1);
+        kn_clear_error(ctx);
+        goto done;
+    }
+    uint32_t outs[5] = {loss->node, grads[0]->node, grads[1]->node, grads[2]->node, grads[3]->node};
+#if BENCH_POSIX
+    const char *old = getenv("KILN_CACHE_DIR");
+    char *saved = old ? malloc(strlen(old) + 1) : NULL;
+    if (saved) strcpy(saved, old);
+#endif
+    static const CompileBackend bes[2] = {BACKEND_TCC, BACKEND_C};
+    for (int bi = 0; bi < 2; bi++) {
+        CompileBackend be = bes[bi];
+        const char *impl = be_name(be);
+        CompileOpts co;
+        memset(&co, 0, sizeof co);
+        co.backend = be;
+        int ncold = b->o->smoke ? 1 : b->o->quick ? 2 : 3, nwarm = b->o->smoke ? 1 : 5;
+        double cold[MAX_SAMPLES], warm[MAX_SAMPLES];
+        char dir[512] = "";
+        (void)dir;
+        int bad = 0, checked = 0, kernels = 0;
+        const char *ran = "?";
+        double err = 0;
+        for (int r = 0; r < ncold + nwarm && !bad; r++) {
+#if BENCH_POSIX
+            if (r < ncold) {
+                if (dir[0]) remove_dir(dir);
+                if (fresh_cache(dir, sizeof dir)) {
+                    report_err(b, S, "mlp-joint", impl, "ms", "cannot make a temporary cache directory", 1);
+                    bad = 1, dir[0] = 0;
+                    break;
+                }
+            }
+#endif
+            double t0 = now_ms();
+            Program *p = compile_graph(ctx, g, outs, 5, &co);
+            double t = now_ms() - t0;
+            if (!p) {
+                report_err(b, S, "mlp-joint", impl, "ms", kn_last_error(ctx), 1);
+                kn_clear_error(ctx);
+                bad = 1;
+                break;
+            }
+            if (r < ncold) cold[r] = t;
+            else warm[r - ncold] = t;
+            if (!checked) { /* the compiled step against eager: loss and every gradient */
+                ProgramStats st;
+                program_stats(p, &st);
+                kernels = st.kernels, ran = st.backend;
+                kn_tensor *got[5] = {NULL};
+                kn_scope_begin(ctx);
+                if (program_run(p, g->input_vals, (int)g->ninputs, got) != KN_OK) err = INFINITY;
+                else {
+                    err = tensor_err(ctx, got[0], eloss);
+                    for (int i = 0; i < 4; i++) {
+                        double e = tensor_err(ctx, got[i + 1], kn_grad(ctx, m.p[i]));
+                        if (!(e <= err)) err = e;
+                    }
+                }
+                kn_scope_end(ctx);
+                checked = 1;
+                if (!(err <= TOL)) {
+                    char msg[200];
+                    snprintf(msg, sizeof msg, "result check failed: loss/grads vs eager max err %.3g > %g (%s)", err,
+                             TOL, kn_last_error(ctx));
+                    kn_clear_error(ctx);
+                    report_err(b, S, "mlp-joint", impl, "ms", msg, 1);
+                    bad = 1;
+                }
+            }
+            program_free(p);
+        }
+#if BENCH_POSIX
+        if (dir[0]) remove_dir(dir);
+#endif
+        if (bad) continue;
+        for (int w = 0; w < 2; w++) {
+            double *t = w ? warm : cold;
+            int n = w ? nwarm : ncold;
+            Stat st;
+            qsort(t, (size_t)n, sizeof *t, cmp_double);
+            st.min = t[0], st.max = t[n - 1], st.n = n;
+            st.med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+            snprintf(cse, sizeof cse, "mlp-joint/%s", w ? "warm" : "cold");
+            snprintf(note, sizeof note, "%s: %u nodes, %d kernels on %s; checked vs eager (max err %.2g); %s", what,
+                     (unsigned)(g->n - 1), kernels, ran, err,
+                     !BENCH_POSIX ? "no cache directory on this platform"
+                     : be == BACKEND_TCC ? (w ? "tcc has no disk cache: a second compile" : "first compile")
+                     : (w ? "second compile: cache hit" : "fresh KILN_CACHE_DIR"));
+            report(b, S, cse, impl, &st, "ms", 0, NULL, NULL, note);
+        }
+    }
+#if BENCH_POSIX
+    if (saved) setenv("KILN_CACHE_DIR", saved, 1);
+    else unsetenv("KILN_CACHE_DIR");
+    free(saved);
+#endif
+done:
+    autodiff_release(ctx);
+    graph_free(g);
+    for (int i = 0; i < 4; i++) kn_free(ctx, m.p[i]);
+    kn_scope_end(ctx);
+}
+
+int bench_ops(const BenchOpts *o)
+{
+    B b = {o, 0};
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    if (!ctx) return 1;
+    kn_manual_seed(ctx, 1);
+    header(&b, "ops");
+    if (!o->json) outf(&b, "GB/s counts read + write of the tensor (memcpy: the same bytes)");
+    int64_t n = o->smoke ? 4096 : (int64_t)1 << 24, r = o->smoke ? 32 : 4096, c = o->smoke ? 64 : 1024;
+    char cse[64];
+    snprintf(cse, sizeof cse, "gelu(x*a+b) %lldM", (long long)(n >> 20));
+    if (o->smoke) snprintf(cse, sizeof cse, "gelu(x*a+b) %lld", (long long)n);
+    ops_case(&b, ctx, K_CHAIN, cse, 1, n);
+    snprintf(cse, sizeof cse, "softmax %lldx%lld", (long long)r, (long long)c);
+    ops_case(&b, ctx, K_SOFTMAX, cse, r, c);
+    snprintf(cse, sizeof cse, "layer_norm %lldx%lld", (long long)r, (long long)c);
+    ops_case(&b, ctx, K_LAYER_NORM, cse, r, c);
+    compile_bench(&b, ctx);
+    kn_ctx_free(ctx);
+    return b.failed;
+}
+
+int bench_cli(int argc, char **argv)
+{
+    BenchOpts o;
+    memset(&o, 0, sizeof o);
+    const char *suite = argc > 2 ? argv[2] : "";
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) o.json = 1;
+        else if (!strcmp(argv[i], "--quick")) o.quick = 1;
+        else if (!strcmp(argv[i], "--smoke")) o.smoke = o.quick = 1;
+        else {
+            fprintf(stderr, "kiln bench: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!strcmp(suite, "gemm")) return bench_gemm(&o);
+    if (!strcmp(suite, "ops")) return bench_ops(&o);
+    fprintf(stderr, "kiln bench: unknown suite '%s' (gemm, ops)\n", suite);
+    return 2;
+}
