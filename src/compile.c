@@ -2,7 +2,7 @@
  * compile.c — the pipeline, in one visible function (compile_graph), and
  * the programs it makes.
  *
- *   graph -> schedule (fuse) -> lower to loop IR -> verify -> plan memory
+ *   graph -> schedule (fuse) -> lower to loop IR -> loop passes -> verify -> plan memory
  *         -> render (target) -> compile and load (port) -> steps
  *
  * A program is a list of steps in topological order: a compiled kernel, or
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "compile.h"
+#include "loopopt.h"
 #include "lower.h"
 #include "partition.h"
 #include "target.h"
@@ -149,7 +150,7 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
         int r = lower_kernel(ctx, p->g, s, st->node, ex, &p->arena, st->k);
         if (r == LOWER_INTERP) st->interp = 1, st->k = NULL;
         else if (r) return r;
-        else if (ir_verify(ctx, st->k)) return ctx->status;
+        else if (ir_verify(ctx, st->k) || loopopt_run(ctx, st->k, NULL) || ir_verify(ctx, st->k)) return ctx->status;
     }
     return 0;
 }

@@ -1,0 +1,576 @@
+/*
+ * loopopt.c — loop-IR passes (loopopt.h): index simplification with loop
+ * ranges, collapsing of perfectly nested loops, parallel and vector marks.
+ *
+ * Values are interned and immutable, so a pass rewrites an index by
+ * building the value again (ir_load, ir_op, ...) and re-pointing the
+ * statement that uses it; the old nodes stay behind, unreachable. A rewrite
+ * is one walk over the statements with a function from index to index (fx)
+ * and a memo from old value to new, stamped with a generation that changes
+ * whenever the loop ranges in scope do, so a shared subvalue is rebuilt
+ * once per scope and a DAG never unfolds into a tree.
+ *
+ * Bounds come from interval arithmetic over expr.h's canonical form, with
+ * every loop var s_k in [0, extent_k - 1] for a constant extent_k >= 1; any
+ * step that could overflow, or an unknown symbol, gives no bound, and no
+ * bound means no rewrite. Affine forms: e = coef*s_v + rest, where s_v
+ * occurs in e only as a term s_v or c*s_v of a sum (the canonical form
+ * combines like terms, so there is at most one).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "loopopt.h"
+
+#define DEFAULT_PAR_THRESHOLD 32768
+#define DEFAULT_VECTOR_WIDTH 8
+#define BIG ((int64_t)1 << 62) /* bounds stay within +-BIG, so sums of two never overflow */
+
+typedef struct Opt Opt;
+typedef ExprId (*IndexFn)(Opt *o, ExprId e);
+
+struct Opt {
+    kn_ctx *ctx;
+    Kernel *k;
+    ExprTable *ex;
+    int64_t *lo, *hi;  /* per var: its range while a loop binds it */
+    uint8_t *known;    /* per var: 1 while lo, hi hold */
+    IrRef *memo;       /* per old value: its rewrite, valid when stamp == gen */
+    uint32_t *stamp;
+    uint32_t gen, n0;  /* n0: nodes when the rewrite began (memo covers these) */
+    IndexFn fx;
+    int var_o, var_i;  /* collapse: the outer and inner vars */
+    int64_t ext_i;     /* collapse: the inner extent */
+    int oom;
+};
+
+/* ---- checked integer steps ---- */
+
+static int64_t clamp_big(int64_t v) { return v > BIG ? BIG : v < -BIG ? -BIG : v; }
+static int in_big(int64_t v) { return v < BIG && v > -BIG; }
+
+static int mul_ok(int64_t a, int64_t b, int64_t *r)
+{
+    double d = (double)a * (double)b;
+    if (d >= (double)BIG || d <= -(double)BIG) return 0;
+    *r = a * b;
+    return 1;
+}
+
+static int64_t fdiv(int64_t a, int64_t c) /* floor(a / c), c > 0 */
+{
+    int64_t q = a / c;
+    return (a % c != 0 && a < 0) ? q - 1 : q;
+}
+
+static int positive_const(const ExprTable *t, ExprId e, int64_t *c)
+{
+    return expr_as_const(t, e, c) && *c > 0;
+}
+
+/* ---- ranges ---- */
+
+/* [*lo, *hi] bounds every value of e with the vars in scope: 1, or 0 when
+ * nothing is known. */
+static int range(const Opt *o, ExprId e, int64_t *lo, int64_t *hi)
+{
+    const ExprNode *x = expr_node(o->ex, e);
+    int64_t l, h, l2, h2, c;
+    if (!x) return 0;
+    switch (x->kind) {
+    case EX_CONST: *lo = *hi = x->c; return in_big(x->c);
+    case EX_SYM:
+        if (x->c >= o->k->nvars || !o->known[x->c]) return 0;
+        *lo = o->lo[x->c], *hi = o->hi[x->c];
+        return 1;
+    case EX_ADD:
+        l = h = x->c;
+        if (!in_big(l)) return 0;
+        for (int i = 0; i < x->n; i++) {
+            if (!range(o, x->args[i], &l2, &h2)) return 0;
+            l += l2, h += h2;
+            if (!in_big(l) || !in_big(h)) return 0;
+        }
+        break;
+    case EX_MUL:
+        l = h = x->c;
+        if (!in_big(l)) return 0;
+        for (int i = 0; i < x->n; i++) {
+            int64_t p[4];
+            if (!range(o, x->args[i], &l2, &h2)) return 0;
+            if (!mul_ok(l, l2, &p[0]) || !mul_ok(l, h2, &p[1]) || !mul_ok(h, l2, &p[2]) || !mul_ok(h, h2, &p[3]))
+                return 0;
+            l = h = p[0];
+            for (int j = 1; j < 4; j++) l = p[j] < l ? p[j] : l, h = p[j] > h ? p[j] : h;
+        }
+        break;
+    case EX_FLOORDIV:
+        if (!positive_const(o->ex, x->args[1], &c) || !range(o, x->args[0], &l, &h)) return 0;
+        l = fdiv(l, c), h = fdiv(h, c);
+        break;
+    case EX_MOD:
+        if (!positive_const(o->ex, x->args[1], &c)) return 0;
+        if (range(o, x->args[0], &l, &h) && fdiv(l, c) == fdiv(h, c)) l -= fdiv(l, c) * c, h -= fdiv(h, c) * c;
+        else l = 0, h = c - 1;
+        break;
+    case EX_MAX:
+    case EX_MIN:
+        if (!range(o, x->args[0], &l, &h) || !range(o, x->args[1], &l2, &h2)) return 0;
+        if (x->kind == EX_MAX) l = l > l2 ? l : l2, h = h > h2 ? h : h2;
+        else l = l < l2 ? l : l2, h = h < h2 ? h : h2;
+        break;
+    default: return 0;
+    }
+    *lo = l, *hi = h;
+    return 1;
+}
+
+/* ---- pass 1: simplify ----
+ * x//c = q and x%c = x - q*c when c > 0 and x stays in [q*c, q*c + c);
+ * max and min pick the operand that always wins. Rebuilt bottom-up. */
+static ExprId simplify(Opt *o, ExprId e)
+{
+    const ExprNode *x = expr_node(o->ex, e);
+    ExprTable *t = o->ex;
+    ExprId args[EXPR_MAX_ARGS], r;
+    int64_t l, h, l2, h2, c;
+    if (!x || x->kind == EX_CONST || x->kind == EX_SYM) return e;
+    int kind = x->kind, n = x->n;
+    int64_t k0 = x->c;
+    memcpy(args, x->args, (size_t)n * sizeof *args); /* x may move as the table grows */
+    for (int i = 0; i < n; i++) args[i] = simplify(o, args[i]);
+    switch (kind) {
+    case EX_ADD:
+        r = expr_const(t, k0);
+        for (int i = 0; i < n; i++) r = expr_add(t, r, args[i]);
+        return r;
+    case EX_MUL:
+        r = expr_const(t, k0);
+        for (int i = 0; i < n; i++) r = expr_mul(t, r, args[i]);
+        return r;
+    case EX_FLOORDIV:
+    case EX_MOD:
+        if (positive_const(t, args[1], &c) && range(o, args[0], &l, &h) && fdiv(l, c) == fdiv(h, c))
+            return kind == EX_FLOORDIV ? expr_const(t, fdiv(l, c))
+                                       : expr_sub(t, args[0], expr_const(t, fdiv(l, c) * c));
+        return kind == EX_FLOORDIV ? expr_floordiv(t, args[0], args[1]) : expr_mod(t, args[0], args[1]);
+    case EX_MAX:
+    case EX_MIN:
+        if (range(o, args[0], &l, &h) && range(o, args[1], &l2, &h2) && (h <= l2 || h2 <= l))
+            return (h <= l2) == (kind == EX_MAX) ? args[1] : args[0];
+        return kind == EX_MAX ? expr_max(t, args[0], args[1]) : expr_min(t, args[0], args[1]);
+    default: return e;
+    }
+}
+
+/* ---- rewriting values and statements ---- */
+
+static IrRef rw_value(Opt *o, IrRef r)
+{
+    Kernel *k = o->k;
+    if (r < o->n0 && o->stamp[r] == o->gen) return o->memo[r];
+    IrNode x = k->nodes[r]; /* a copy: building moves the array */
+    IrRef y = r;
+    switch (x.kind) {
+    case IR_LOAD: y = ir_load(k, x.buf, o->fx(o, x.index)); break;
+    case IR_INDEX: y = ir_index(k, o->fx(o, x.index)); break;
+    case IR_RAND: y = ir_rand(k, x.seed, o->fx(o, x.index)); break;
+    case IR_OP: {
+        IrRef a = x.a ? rw_value(o, x.a) : 0, b = x.b ? rw_value(o, x.b) : 0, c = x.c ? rw_value(o, x.c) : 0;
+        y = ir_op(k, (Op)x.op, (kn_dtype)x.dtype, a, b, c);
+        break;
+    }
+    default: break; /* constants and accumulator values have no index */
+    }
+    if (!y) o->oom = 1, y = r;
+    if (r < o->n0) o->memo[r] = y, o->stamp[r] = o->gen;
+    return y;
+}
+
+/* on: binds the loop's var to [0, extent-1] when the extent is a positive
+ * constant; off: unbinds it (vars are bound once on any path). Either way
+ * the ranges change, so a new memo scope starts. */
+static void bind(Opt *o, const IrNode *loop, int on)
+{
+    int64_t e;
+    int v = loop->var;
+    o->known[v] = (uint8_t)(on && expr_as_const(o->ex, loop->index, &e) && e >= 1);
+    if (o->known[v]) o->lo[v] = 0, o->hi[v] = clamp_big(e - 1);
+    o->gen++;
+}
+
+/* Applies o->fx to every index in the block of loop (0: the top level)
+ * from first on. A statement whose value is rebuilt is built again after
+ * it, in its place, so that values stay older than the statements using
+ * them (as the renderers read them). */
+static void rw_block(Opt *o, IrRef loop, IrRef first)
+{
+    Kernel *k = o->k;
+    IrRef prev = 0;
+    for (IrRef s = first; s && !o->oom; prev = s, s = k->nodes[s].next) {
+        IrNode x = k->nodes[s];
+        if (x.kind == IR_LOOP) {
+            bind(o, &x, 1);
+            rw_block(o, s, x.child);
+            bind(o, &x, 0);
+        }
+        if (x.kind != IR_STORE && x.kind != IR_UPDATE) continue;
+        ExprId e = x.kind == IR_STORE ? o->fx(o, x.index) : 0;
+        IrRef v = rw_value(o, x.a), t;
+        if (x.kind == IR_STORE && !e) o->oom = 1;
+        if (o->oom || (v == x.a && e == x.index)) continue;
+        IrBlock b = {loop, prev};
+        t = x.kind == IR_STORE ? ir_store(k, &b, x.buf, e, v) : ir_update(k, &b, x.var, v);
+        if (!t) o->oom = 1;
+        else k->nodes[t].next = x.next, s = t; /* the old statement drops out */
+    }
+}
+
+/* One rewrite with fx of the body of loop (0: the kernel): 0 or KN_ENOMEM. */
+static int rewrite(Opt *o, IrRef loop, IndexFn fx)
+{
+    Kernel *k = o->k;
+    size_t bytes = (size_t)k->n * (sizeof *o->memo + sizeof *o->stamp);
+    void *mem = kn_alloc(o->ctx, bytes ? bytes : 1);
+    if (!mem) return KN_ENOMEM;
+    memset(mem, 0, bytes);
+    o->memo = mem;
+    o->stamp = (uint32_t *)(o->memo + k->n);
+    o->n0 = k->n;
+    o->gen = 1;
+    o->fx = fx;
+    rw_block(o, loop, loop ? k->nodes[loop].child : k->body);
+    kn_dealloc(o->ctx, mem, bytes ? bytes : 1);
+    o->memo = NULL, o->stamp = NULL, o->n0 = 0;
+    return o->oom ? KN_ENOMEM : 0;
+}
+
+/* ---- affine forms ---- */
+
+static int contains(const ExprTable *t, ExprId e, int v)
+{
+    const ExprNode *x = expr_node(t, e);
+    if (!x) return 0;
+    if (x->kind == EX_SYM) return x->c == v;
+    for (int i = 0; i < x->n; i++)
+        if (contains(t, x->args[i], v)) return 1;
+    return 0;
+}
+
+/* The coefficient c of s_v in a term that is s_v or c*s_v: 1, else 0. */
+static int linear_term(const ExprTable *t, ExprId e, int v, int64_t *c)
+{
+    const ExprNode *x = expr_node(t, e), *f;
+    if (x && x->kind == EX_SYM && x->c == v) return *c = 1, 1;
+    if (!x || x->kind != EX_MUL || x->n != 1) return 0;
+    f = expr_node(t, x->args[0]);
+    if (!f || f->kind != EX_SYM || f->c != v) return 0;
+    *c = x->c;
+    return 1;
+}
+
+/* e = *coef * s_v + *rest with s_v not in rest: 1, or 0 when s_v occurs
+ * otherwise (or memory ran out building rest). */
+static int affine(ExprTable *t, ExprId e, int v, int64_t *coef, ExprId *rest)
+{
+    const ExprNode *x = expr_node(t, e);
+    int64_t c = 0, ci;
+    if (!x) return 0;
+    if (!contains(t, e, v)) {
+        *coef = 0, *rest = e;
+        return 1;
+    }
+    if (!linear_term(t, e, v, &c)) {
+        if (x->kind != EX_ADD) return 0;
+        for (int i = 0; i < x->n; i++) {
+            if (!contains(t, x->args[i], v)) continue;
+            if (c || !linear_term(t, x->args[i], v, &ci)) return 0;
+            c = ci;
+        }
+    }
+    *coef = c;
+    *rest = expr_sub(t, e, expr_mul(t, expr_const(t, c), expr_sym(t, v)));
+    return *rest != 0;
+}
+
+/* ---- pass 2: collapse ----
+ * for o in Eo { for i in Ei { body } }  =>  for o in Eo*Ei { body' } when
+ * every index of body is rest + b*Ei*o + b*i: then it is rest + b*o' where
+ * o' = o*Ei + i runs over the same iterations in the same order. */
+
+/* Whether index e is rest + b*Ei*s_o + b*i. */
+static int collapsible_expr(Opt *o, ExprId e)
+{
+    int64_t a, b;
+    ExprId r1, r2;
+    return affine(o->ex, e, o->var_o, &a, &r1) && affine(o->ex, r1, o->var_i, &b, &r2) && mul_ok(b, o->ext_i, &b) &&
+           a == b;
+}
+
+static int collapsible_value(Opt *o, IrRef r)
+{
+    const IrNode *x = &o->k->nodes[r];
+    if (r < o->n0 && o->stamp[r] == o->gen) return 1; /* checked already */
+    if (r < o->n0) o->stamp[r] = o->gen;
+    switch (x->kind) {
+    case IR_LOAD:
+    case IR_INDEX:
+    case IR_RAND: return collapsible_expr(o, x->index);
+    case IR_OP:
+        return (!x->a || collapsible_value(o, x->a)) && (!x->b || collapsible_value(o, x->b)) &&
+               (!x->c || collapsible_value(o, x->c));
+    default: return 1;
+    }
+}
+
+static int collapsible_block(Opt *o, IrRef s)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        const IrNode *x = &o->k->nodes[s];
+        if (x->kind == IR_LOOP) {
+            if (contains(o->ex, x->index, o->var_o) || contains(o->ex, x->index, o->var_i) ||
+                !collapsible_block(o, x->child))
+                return 0;
+        } else if (x->kind == IR_STORE && !collapsible_expr(o, x->index)) {
+            return 0;
+        }
+        if ((x->kind == IR_STORE || x->kind == IR_UPDATE) && !collapsible_value(o, x->a)) return 0;
+    }
+    return 1;
+}
+
+static ExprId collapse_index(Opt *o, ExprId e)
+{
+    int64_t a, b;
+    ExprId r1, r2;
+    if (!affine(o->ex, e, o->var_o, &a, &r1) || !affine(o->ex, r1, o->var_i, &b, &r2)) return 0;
+    return expr_add(o->ex, r2, expr_mul(o->ex, expr_const(o->ex, b), expr_sym(o->ex, o->var_o)));
+}
+
+/* Collapses loop l with the single loop of its body when allowed: 1 done,
+ * 0 not, -1 out of memory. */
+static int collapse_once(Opt *o, IrRef l)
+{
+    Kernel *k = o->k;
+    IrRef in = k->nodes[l].child;
+    int64_t eo, ei, e;
+    if (!in || k->nodes[in].kind != IR_LOOP || k->nodes[in].next) return 0;
+    if (k->nodes[l].dtype != LOOP_SERIAL || k->nodes[in].dtype != LOOP_SERIAL) return 0;
+    if (!positive_const(o->ex, k->nodes[l].index, &eo) || !positive_const(o->ex, k->nodes[in].index, &ei) ||
+        !mul_ok(eo, ei, &e))
+        return 0;
+    o->var_o = k->nodes[l].var, o->var_i = k->nodes[in].var, o->ext_i = ei;
+    size_t bytes = (size_t)k->n * (sizeof *o->memo + sizeof *o->stamp);
+    void *mem = kn_alloc(o->ctx, bytes);
+    if (!mem) return -1;
+    memset(mem, 0, bytes);
+    o->memo = mem, o->stamp = (uint32_t *)(o->memo + k->n), o->n0 = k->n, o->gen = 1;
+    int ok = collapsible_block(o, k->nodes[in].child);
+    kn_dealloc(o->ctx, mem, bytes);
+    if (!ok) return 0;
+    if (rewrite(o, in, collapse_index)) return -1;
+    ExprId ext = expr_const(o->ex, e);
+    if (!ext) return -1;
+    k->nodes[l].index = ext;
+    k->nodes[l].child = k->nodes[in].child;
+    return 1;
+}
+
+static int collapse_block(Opt *o, IrRef s)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        if (o->k->nodes[s].kind != IR_LOOP) continue;
+        int r;
+        while ((r = collapse_once(o, s)) == 1) {}
+        if (r < 0 || collapse_block(o, o->k->nodes[s].child)) return KN_ENOMEM;
+    }
+    return 0;
+}
+
+/* ---- pass 3: marks ---- */
+
+/* Elements of work in loop l: its extent times the statements below,
+ * loops counted by their work; -1 when an extent is not constant. */
+static int64_t work(const Opt *o, IrRef l)
+{
+    int64_t e, sum = 0, w;
+    if (!expr_as_const(o->ex, o->k->nodes[l].index, &e) || e < 0) return -1;
+    for (IrRef s = o->k->nodes[l].child; s; s = o->k->nodes[s].next) {
+        w = o->k->nodes[s].kind == IR_LOOP ? work(o, s) : 1;
+        if (w < 0) return -1;
+        sum = clamp_big(sum + w);
+    }
+    return mul_ok(e, sum, &w) ? w : BIG;
+}
+
+/* What a subtree does, for the marks. */
+typedef struct {
+    uint8_t *stored, *loaded, *declared; /* per buffer, buffer, accumulator */
+    uint8_t *seen;                       /* per node: value visited */
+    int var;                             /* loads must have stride 0 or 1 in s_var; -1: any */
+    int nstores, nloops, outside_acc, accs, dup_store, strided;
+} Facts;
+
+static void facts_value(Opt *o, IrRef r, Facts *f)
+{
+    const IrNode *x = &o->k->nodes[r];
+    int64_t a;
+    ExprId rest;
+    if (f->seen[r]) return;
+    f->seen[r] = 1;
+    if (x->kind == IR_LOAD) {
+        f->loaded[x->buf] = 1;
+        if (f->var >= 0 && !(affine(o->ex, x->index, f->var, &a, &rest) && (a == 0 || a == 1))) f->strided = 1;
+    }
+    if (x->kind == IR_OP) {
+        if (x->a) facts_value(o, x->a, f);
+        if (x->b) facts_value(o, x->b, f);
+        if (x->c) facts_value(o, x->c, f);
+    }
+}
+
+static void facts_block(Opt *o, IrRef s, Facts *f)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        const IrNode *x = &o->k->nodes[s];
+        switch (x->kind) {
+        case IR_LOOP: f->nloops++, facts_block(o, x->child, f); break;
+        case IR_ACC: f->accs++, f->declared[x->var] = 1; break;
+        case IR_UPDATE:
+            f->accs++;
+            if (!f->declared[x->var]) f->outside_acc = 1;
+            facts_value(o, x->a, f);
+            break;
+        default:
+            f->nstores++;
+            if (f->stored[x->buf]) f->dup_store = 1;
+            f->stored[x->buf] = 1;
+            facts_value(o, x->a, f);
+        }
+    }
+}
+
+static size_t facts_bytes(const Kernel *k) { return 2 * (size_t)k->nbufs + (size_t)k->naccs + k->n + 1; }
+
+/* Facts of the block from s, loads checked against s_var (-1: not); 0 or
+ * KN_ENOMEM. facts_free releases them. */
+static int facts(Opt *o, IrRef s, int var, Facts *f)
+{
+    size_t n = facts_bytes(o->k);
+    memset(f, 0, sizeof *f);
+    f->stored = kn_alloc(o->ctx, n);
+    if (!f->stored) return KN_ENOMEM;
+    memset(f->stored, 0, n);
+    f->loaded = f->stored + o->k->nbufs, f->declared = f->loaded + o->k->nbufs;
+    f->seen = f->declared + o->k->naccs;
+    f->var = var;
+    facts_block(o, s, f);
+    return 0;
+}
+
+static void facts_free(Opt *o, Facts *f) { kn_dealloc(o->ctx, f->stored, facts_bytes(o->k)); }
+
+/* Every store below writes rest + a*s_v with a != 0 and rest spanning less
+ * than |a|: distinct iterations of s_v write disjoint elements. The loops
+ * between bind their ranges as the walk goes. */
+static int disjoint_stores(Opt *o, IrRef s, int v)
+{
+    int ok = 1;
+    for (; s && ok; s = o->k->nodes[s].next) {
+        IrNode x = o->k->nodes[s];
+        int64_t a, l, h;
+        ExprId rest;
+        if (x.kind == IR_LOOP) {
+            bind(o, &x, 1);
+            ok = disjoint_stores(o, x.child, v);
+            bind(o, &x, 0);
+        } else if (x.kind == IR_STORE) {
+            ok = affine(o->ex, x.index, v, &a, &rest) && a != 0 && range(o, rest, &l, &h) &&
+                 h - l < (a < 0 ? -a : a);
+        }
+    }
+    return ok;
+}
+
+static int parallel_ok(Opt *o, IrRef l, int64_t threshold, int *ok)
+{
+    Facts f;
+    int64_t w = work(o, l);
+    *ok = 0;
+    if (o->k->nodes[l].dtype != LOOP_SERIAL || w <= threshold) return 0;
+    if (facts(o, o->k->nodes[l].child, -1, &f)) return KN_ENOMEM;
+    int clean = f.nstores > 0 && !f.outside_acc;
+    for (int b = 0; b < o->k->nbufs && clean; b++) clean = !(f.stored[b] && f.loaded[b]);
+    facts_free(o, &f);
+    *ok = clean && disjoint_stores(o, o->k->nodes[l].child, o->k->nodes[l].var);
+    return 0;
+}
+
+static int vector_ok(Opt *o, IrRef l, uint32_t width, int *ok)
+{
+    Facts f;
+    int64_t e, a;
+    ExprId rest;
+    const IrNode *x = &o->k->nodes[l];
+    *ok = 0;
+    if (x->dtype != LOOP_SERIAL || !expr_as_const(o->ex, x->index, &e) || e < (int64_t)width) return 0;
+    int v = x->var;
+    IrRef body = x->child;
+    if (facts(o, body, v, &f)) return KN_ENOMEM;
+    int clean = f.nstores > 0 && !f.nloops && !f.accs && !f.dup_store && !f.strided;
+    for (int b = 0; b < o->k->nbufs && clean; b++) clean = !(f.stored[b] && f.loaded[b]);
+    facts_free(o, &f);
+    for (IrRef s = body; s && clean; s = o->k->nodes[s].next) /* stores only, as checked */
+        clean = affine(o->ex, o->k->nodes[s].index, v, &a, &rest) && a == 1;
+    *ok = clean;
+    return 0;
+}
+
+/* Vector marks on the innermost loops of the block from s. */
+static int mark_vector(Opt *o, IrRef s, uint32_t width)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        int ok;
+        if (o->k->nodes[s].kind != IR_LOOP) continue;
+        if (mark_vector(o, o->k->nodes[s].child, width) || vector_ok(o, s, width, &ok)) return KN_ENOMEM;
+        if (ok) o->k->nodes[s].dtype = LOOP_VECTOR, o->k->nodes[s].width = width;
+    }
+    return 0;
+}
+
+static int mark(Opt *o, const LoopOptions *opt)
+{
+    int64_t threshold = opt->parallel_threshold > 0 ? opt->parallel_threshold : DEFAULT_PAR_THRESHOLD;
+    uint32_t width = opt->vector_width ? opt->vector_width : DEFAULT_VECTOR_WIDTH;
+    for (IrRef s = o->k->body; s; s = o->k->nodes[s].next) {
+        int ok;
+        if (o->k->nodes[s].kind != IR_LOOP) continue;
+        if (parallel_ok(o, s, threshold, &ok)) return KN_ENOMEM;
+        if (ok) o->k->nodes[s].dtype = LOOP_PARALLEL;
+    }
+    return mark_vector(o, o->k->body, width);
+}
+
+/* ---- the passes in order ---- */
+
+static ExprId simplify_fx(Opt *o, ExprId e) { return simplify(o, e); }
+
+int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *opt)
+{
+    LoopOptions none;
+    Opt o;
+    int err = 0;
+    if (!opt) memset(&none, 0, sizeof none), opt = &none;
+    memset(&o, 0, sizeof o);
+    o.ctx = ctx, o.k = k, o.ex = k->ex;
+    size_t nv = (size_t)k->nvars + 1, bytes = nv * (2 * sizeof(int64_t) + 1);
+    void *mem = kn_alloc(ctx, bytes);
+    if (!mem) return kn_errs(ctx, KN_ENOMEM, "loopopt: kernel %.31s: out of memory", k->name);
+    memset(mem, 0, bytes);
+    o.lo = mem, o.hi = o.lo + nv, o.known = (uint8_t *)(o.hi + nv);
+    if (!(opt->skip & LOOPOPT_NO_SIMPLIFY)) err = rewrite(&o, 0, simplify_fx);
+    if (!err && !(opt->skip & LOOPOPT_NO_COLLAPSE)) err = collapse_block(&o, k->body);
+    if (!err && !(opt->skip & LOOPOPT_NO_MARK)) err = mark(&o, opt);
+    kn_dealloc(ctx, mem, bytes);
+    return err ? kn_errs(ctx, KN_ENOMEM, "loopopt: kernel %.31s: out of memory", k->name) : 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * loopopt.h — loop-IR passes that change how a kernel runs, never what it
+ * computes (loopopt.c):
+ *
+ *     LoopOptions o = {0};                 // zeroed: every pass, default thresholds
+ *     if (loopopt_run(ctx, &k, &o)) ...    // kn_last_error says why
+ *
+ *     for s0 in 4                           for s0 in 32
+ *       for s1 in 8                  =>       b0[s0] = exp(b1[s0])
+ *         b0[s0*8+s1] = exp(b1[s0*8+s1])
+ *
+ * 1. simplify: with each loop var s_k in [0, extent_k), x%c becomes x and
+ *    x//c becomes 0 when 0 <= x < c provably (interval arithmetic; more
+ *    generally both fold whenever x stays inside one period of c);
+ * 2. collapse: a loop whose body is exactly one loop becomes one loop of
+ *    the product extent when every index is rest + b*(E_inner*outer + inner);
+ * 3. mark: an outermost loop whose iterations write disjoint outputs and do
+ *    more than parallel_threshold elements of work becomes LOOP_PARALLEL;
+ *    an innermost loop of at least vector_width iterations with unit-stride
+ *    stores, unit-stride or invariant loads, no accumulation and no buffer
+ *    both loaded and stored becomes LOOP_VECTOR(vector_width).
+ * Only serial loops are collapsed or marked; kinds set before are kept.
+ */
+#ifndef KN_LOOPOPT_H
+#define KN_LOOPOPT_H
+
+#include "ir.h"
+
+enum {
+    LOOPOPT_NO_SIMPLIFY = 1, /* skip index simplification */
+    LOOPOPT_NO_COLLAPSE = 2, /* skip loop collapsing */
+    LOOPOPT_NO_MARK = 4      /* skip parallel and vector marking */
+};
+
+typedef struct {
+    int64_t parallel_threshold; /* elements of work above which the outer loop goes parallel; 0: 32768 */
+    uint32_t vector_width;      /* lanes of a vector loop; 0: 8 */
+    unsigned skip;              /* LOOPOPT_NO_* bits */
+} LoopOptions;
+
+/* Rewrites k in place (new value nodes are appended; old ones become
+ * unreachable): 0, or KN_ENOMEM with a message naming the kernel. o may be
+ * NULL (defaults). The result passes ir_verify when k did. */
+int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *o);
+
+#endif

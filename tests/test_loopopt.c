@@ -1,0 +1,376 @@
+/*
+ * test_loopopt.c — the loop passes of loopopt.h: golden dumps before and
+ * after on the kernels of test_lower.c and on hand-written ones, ir_verify
+ * after every pass, and a semantic check: each kernel before and after is
+ * rendered by the C target, compiled with TinyCC and run on the same random
+ * buffers; every output and tmp buffer must come out byte for byte the same
+ * (the passes keep the order of every iteration and every operation).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "test.h"
+#include "../port/port.h"
+#include "../src/core.h"
+#include "../src/loopopt.h"
+#include "../src/lower.h"
+#include "../targets/c/render.h"
+
+typedef void (*KernelFn)(void **);
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+static uint32_t next_rand(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+/* Compiles k alone; NULL (and a failed check) when it does not. */
+static PortModule *compile(const Kernel *k, KernelFn *fn)
+{
+    char why[256];
+    size_t len = c_render(&k, 1, NULL, 0);
+    char *src = malloc(len + 1);
+    PortModule *m = NULL;
+    void *p = NULL;
+    if (src) c_render(&k, 1, src, len + 1), m = port_jit(PORT_TCC, src, NULL, why);
+    if (m) p = port_jit_sym(m, k->name);
+    CHECK_MSG(p != NULL, "%s: %s", k->name, m ? "no symbol" : why);
+    if (p) memcpy(fn, &p, sizeof p);
+    free(src);
+    return p ? m : (port_jit_free(m), NULL);
+}
+
+/* Runs a and b (the same buffers) on the same random inputs; 1 when every
+ * buffer they may write ends equal. */
+static int same_results(const Kernel *a, const Kernel *b)
+{
+    KernelFn fa, fb;
+    PortModule *ma = compile(a, &fa), *mb = ma ? compile(b, &fb) : NULL;
+    void *ba[64] = {0}, *bb[64] = {0};
+    size_t bytes[64] = {0};
+    int nb = a->nbufs < 64 ? a->nbufs : 64, ok = ma && mb && nb == a->nbufs && nb == b->nbufs;
+    for (int i = 0; ok && i < nb; i++) {
+        int64_t n;
+        ok = expr_as_const(a->ex, a->bufs[i].size, &n) && n >= 0;
+        bytes[i] = (size_t)(ok ? n : 0) * kn_dtype_size((kn_dtype)a->bufs[i].dtype) + 1;
+        ba[i] = malloc(bytes[i]), bb[i] = malloc(bytes[i]);
+        unsigned char *p = ba[i];
+        for (size_t j = 0; p && j < bytes[i]; j++) p[j] = (unsigned char)next_rand();
+        if (a->bufs[i].dtype == KN_F32) /* finite floats in [-2, 2) */
+            for (size_t j = 0; p && j + 4 <= bytes[i]; j += 4) {
+                float f = (float)(next_rand() % 4096) / 1024.0f - 2.0f;
+                memcpy(p + j, &f, 4);
+            }
+        if (a->bufs[i].dtype == KN_F64)
+            for (size_t j = 0; p && j + 8 <= bytes[i]; j += 8) {
+                double f = (double)(next_rand() % 4096) / 1024.0 - 2.0;
+                memcpy(p + j, &f, 8);
+            }
+        if (p && bb[i]) memcpy(bb[i], ba[i], bytes[i]);
+        ok = ok && p && bb[i];
+    }
+    if (ok) fa(ba), fb(bb);
+    for (int i = 0; i < nb; i++) {
+        if (ok && a->bufs[i].role != BUF_IN && memcmp(ba[i], bb[i], bytes[i]) != 0) ok = 0;
+        free(ba[i]), free(bb[i]);
+    }
+    port_jit_free(ma), port_jit_free(mb);
+    return ok;
+}
+
+/* Optimises k (verified before) with o, appending "before" and "after"
+ * dumps; checks ir_verify after each pass and equal results. */
+static void optimise(kn_ctx *ctx, Kernel *k, const LoopOptions *o, char *before, char *after, size_t cap)
+{
+    static const unsigned passes[3] = {LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK,
+                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_MARK,
+                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_COLLAPSE};
+    char text[8192], why[128];
+    size_t lb = strlen(before), la = strlen(after);
+    Kernel orig;
+    ir_print(k, text, sizeof text);
+    ir_init(&orig, k->arena, k->ex, k->name);
+    CHECK_MSG(ir_parse(&orig, text, why, sizeof why) == 0, "%s", why);
+    ir_print(k, before + lb, lb < cap ? cap - lb : 0);
+    for (int p = 0; p < 3; p++) { /* one pass at a time, in loopopt_run's order */
+        LoopOptions one = *o;
+        one.skip = o->skip | passes[p];
+        CHECK_MSG(loopopt_run(ctx, k, &one) == 0, "%s", kn_last_error(ctx));
+        CHECK_MSG(ir_verify(ctx, k) == 0, "pass %d: %s", p, kn_last_error(ctx));
+    }
+    ir_print(k, after + la, la < cap ? cap - la : 0);
+    if (port_jit_available(PORT_TCC)) CHECK_MSG(same_results(&orig, k), "%s: results differ", k->name);
+}
+
+/* Schedules and lowers y's graph, optimises every kernel; dumps all kernels. */
+static void lower_opt(kn_ctx *ctx, kn_tensor *y, const LoopOptions *o, const char *want_before,
+                      const char *want_after)
+{
+    char before[8192] = "", after[8192] = "";
+    Arena a;
+    arena_init(&a, ctx);
+    Schedule s;
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    int ok = sched_build(ctx, ctx->trace, &y->node, 1, &a, &s) == 0;
+    CHECK_MSG(ok, "%s", kn_last_error(ctx));
+    for (int i = 0; ok && i < s.nkernels; i++) {
+        Kernel k;
+        int r = lower_kernel(ctx, ctx->trace, &s, s.kernels[i], &ex, &a, &k);
+        if (r == LOWER_INTERP) continue;
+        ok = CHECK(r == 0 && ir_verify(ctx, &k) == 0);
+        if (ok) optimise(ctx, &k, o, before, after, sizeof before);
+    }
+    CHECK_MSG(strcmp(before, want_before) == 0, "before:\n%s", before);
+    CHECK_MSG(strcmp(after, want_after) == 0, "after:\n%s", after);
+    expr_free(&ex);
+    arena_free(&a);
+    graph_free(ctx->trace);
+    ctx->trace = NULL;
+}
+
+/* Parses text, optimises it, compares with want. */
+static void hand(kn_ctx *ctx, const char *text, const LoopOptions *o, const char *want)
+{
+    char before[4096] = "", after[4096] = "", why[128];
+    Arena a;
+    arena_init(&a, ctx);
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    Kernel k;
+    ir_init(&k, &a, &ex, "k");
+    why[0] = 0;
+    int ok = ir_parse(&k, text, why, sizeof why) == 0 && ir_verify(ctx, &k) == 0;
+    CHECK_MSG(ok, "%s %s", why, kn_last_error(ctx));
+    if (ok) {
+        optimise(ctx, &k, o, before, after, sizeof before);
+        CHECK_MSG(strcmp(before, text) == 0, "reprinted:\n%s", before);
+        CHECK_MSG(strcmp(after, want) == 0, "after:\n%s", after);
+    }
+    expr_free(&ex);
+    arena_free(&a);
+}
+
+int main(void)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    LoopOptions o = {0}, small = {8, 4, 0};
+    int64_t s48[2] = {4, 8}, s4 = 4, big[2] = {256, 256};
+    kn_tensor *x = kn_randn(ctx, KN_F32, 2, s48), *w = kn_randn(ctx, KN_F32, 2, s48);
+    kn_tensor *b = kn_randn(ctx, KN_F32, 1, &s4), *xb = kn_randn(ctx, KN_F32, 2, big);
+
+    /* the kernels of test_lower.c */
+    ctx->trace = graph_new(ctx);
+    lower_opt(ctx, kn_exp(ctx, kn_add(ctx, kn_transpose(ctx, x, 0, 1), kn_scalar(ctx, 1.0))), &o,
+           "kernel k8_exp(out b0 f32[32], in b1 f32[32], in b2 f64[1])\n"
+           "  for s0 in 8\n"
+           "    for s1 in 4\n"
+           "      b0[s0*4+s1] = exp(add(b1[s0+s1*8], cast.f32(b2[0])))\n",
+           "kernel k8_exp(out b0 f32[32], in b1 f32[32], in b2 f64[1])\n"
+           "  for s0 in 8\n"
+           "    for s1 in 4\n"
+           "      b0[s0*4+s1] = exp(add(b1[s0+s1*8], cast.f32(b2[0])))\n");
+    ctx->trace = graph_new(ctx);
+    lower_opt(ctx, kn_softmax(ctx, x, 1), &o,
+           "kernel k2_reduce_max(out b0 f32[4], in b1 f32[32])\n"
+           "  for s0 in 4\n"
+           "    acc a0 f32 max\n"
+           "    for s1 in 8\n"
+           "      a0 max= b1[s0*8+s1]\n"
+           "    b0[s0] = a0\n"
+           "kernel k5_exp(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 8\n"
+           "      b0[s0*8+s1] = exp(sub(b1[s0*8+s1], b2[s0]))\n"
+           "kernel k6_sum(out b0 f32[4], in b1 f32[32])\n"
+           "  for s0 in 4\n"
+           "    acc a0 f32 sum\n"
+           "    for s1 in 8\n"
+           "      a0 += b1[s0*8+s1]\n"
+           "    b0[s0] = a0\n"
+           "kernel k8_div(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 8\n"
+           "      b0[s0*8+s1] = div(b1[s0*8+s1], b2[s0])\n",
+           "kernel k2_reduce_max(out b0 f32[4], in b1 f32[32])\n"
+           "  for s0 in 4\n"
+           "    acc a0 f32 max\n"
+           "    for s1 in 8\n"
+           "      a0 max= b1[s0*8+s1]\n"
+           "    b0[s0] = a0\n"
+           "kernel k5_exp(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 8 vector(8)\n"
+           "      b0[s0*8+s1] = exp(sub(b1[s0*8+s1], b2[s0]))\n"
+           "kernel k6_sum(out b0 f32[4], in b1 f32[32])\n"
+           "  for s0 in 4\n"
+           "    acc a0 f32 sum\n"
+           "    for s1 in 8\n"
+           "      a0 += b1[s0*8+s1]\n"
+           "    b0[s0] = a0\n"
+           "kernel k8_div(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 8 vector(8)\n"
+           "      b0[s0*8+s1] = div(b1[s0*8+s1], b2[s0])\n");
+    ctx->trace = graph_new(ctx);
+    lower_opt(ctx, kn_relu(ctx, kn_linear(ctx, x, w, b)), &o,
+           "kernel k4_dot(out b0 f32[16], in b1 f32[32], in b2 f32[32])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 4\n"
+           "      acc a0 f32 sum\n"
+           "      for s2 in 8\n"
+           "        a0 += mul(b1[s0*8+s2], b2[s1*8+s2])\n"
+           "      b0[s0*4+s1] = a0\n"
+           "kernel k15_where(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 4\n"
+           "      b0[s0*4+s1] = where(cmplt(0, add(b1[s0*4+s1], b2[s1%4])), add(b1[s0*4+s1], b2[s1%4]), "
+           "where(cmpeq(add(b1[s0*4+s1], b2[s1%4]), add(b1[s0*4+s1], b2[s1%4])), 0, add(b1[s0*4+s1], b2[s1%4])))\n",
+           "kernel k4_dot(out b0 f32[16], in b1 f32[32], in b2 f32[32])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 4\n"
+           "      acc a0 f32 sum\n"
+           "      for s2 in 8\n"
+           "        a0 += mul(b1[s0*8+s2], b2[s1*8+s2])\n"
+           "      b0[s0*4+s1] = a0\n"
+           "kernel k15_where(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 4\n"
+           "      b0[s0*4+s1] = where(cmplt(0, add(b1[s0*4+s1], b2[s1])), add(b1[s0*4+s1], b2[s1]), "
+           "where(cmpeq(add(b1[s0*4+s1], b2[s1]), add(b1[s0*4+s1], b2[s1])), 0, add(b1[s0*4+s1], b2[s1])))\n");
+    /* contiguous pointwise: one flat loop, vector when small, parallel when big */
+    ctx->trace = graph_new(ctx);
+    lower_opt(ctx, kn_exp(ctx, kn_add(ctx, x, w)), &o,
+           "kernel k4_exp(out b0 f32[32], in b1 f32[32], in b2 f32[32])\n"
+           "  for s0 in 4\n"
+           "    for s1 in 8\n"
+           "      b0[s0*8+s1] = exp(add(b1[s0*8+s1], b2[s0*8+s1]))\n",
+           "kernel k4_exp(out b0 f32[32], in b1 f32[32], in b2 f32[32])\n"
+           "  for s0 in 32 vector(8)\n"
+           "    b0[s0] = exp(add(b1[s0], b2[s0]))\n");
+    ctx->trace = graph_new(ctx);
+    lower_opt(ctx, kn_exp(ctx, xb), &o,
+           "kernel k2_exp(out b0 f32[65536], in b1 f32[65536])\n"
+           "  for s0 in 256\n"
+           "    for s1 in 256\n"
+           "      b0[s0*256+s1] = exp(b1[s0*256+s1])\n",
+           "kernel k2_exp(out b0 f32[65536], in b1 f32[65536])\n"
+           "  for s0 in 65536 parallel\n"
+           "    b0[s0] = exp(b1[s0])\n");
+
+    /* simplification: floordiv, mod, max with ranges; idx() too */
+    hand(ctx,
+         "kernel k(out b0 f32[12], in b1 f32[12], out b2 i64[12])\n"
+         "  for s0 in 3\n"
+         "    for s1 in 4\n"
+         "      b0[s0*4+s1] = add(b1[s0*4+s1//4*4+s1%4], b1[s0*4+max(4,s1)-4])\n"
+         "      b2[s0*4+s1] = idx(s1//4+s0%3+1)\n",
+         &o,
+           "kernel k(out b0 f32[12], in b1 f32[12], out b2 i64[12])\n"
+           "  for s0 in 3\n"
+           "    for s1 in 4\n"
+           "      b0[s0*4+s1] = add(b1[s0*4+s1], b1[s0*4])\n"
+           "      b2[s0*4+s1] = idx(s0+1)\n");
+    /* three loops collapse into one; rand's counter is an index too */
+    hand(ctx,
+         "kernel k(out b0 f32[24], in b1 f32[24], out b2 f32[24])\n"
+         "  for s0 in 2\n"
+         "    for s1 in 3\n"
+         "      for s2 in 4\n"
+         "        b0[s0*12+s1*4+s2] = neg(b1[s0*12+s1*4+s2])\n"
+         "        b2[s0*12+s1*4+s2] = rand(7, s0*12+s1*4+s2)\n",
+         &o,
+           "kernel k(out b0 f32[24], in b1 f32[24], out b2 f32[24])\n"
+           "  for s0 in 24 vector(8)\n"
+           "    b0[s0] = neg(b1[s0])\n"
+           "    b2[s0] = rand(7, s0)\n");
+    hand(ctx,
+         "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
+         "  for s0 in 256\n"
+         "    for s1 in 256\n"
+         "      b0[s0*256+s1] = mul(b1[s0*256+s1], 2)\n",
+         &o,
+           "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
+           "  for s0 in 65536 parallel\n"
+           "    b0[s0] = mul(b1[s0], 2)\n");
+    /* every s0 writes the same b0[s1]: neither collapsed nor parallel */
+    hand(ctx,
+         "kernel k(out b0 f32[256], in b1 f32[65536])\n"
+         "  for s0 in 256\n"
+         "    for s1 in 256\n"
+         "      b0[s1] = b1[s0*256+s1]\n",
+         &o,
+           "kernel k(out b0 f32[256], in b1 f32[65536])\n"
+           "  for s0 in 256\n"
+           "    for s1 in 256 vector(8)\n"
+           "      b0[s1] = b1[s0*256+s1]\n");
+    /* stride 255 under a span of 256: rows overlap, not parallel */
+    hand(ctx,
+         "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
+         "  for s0 in 256\n"
+         "    for s1 in 256\n"
+         "      b0[s0*255+s1] = b1[s0*256+s1]\n",
+         &o,
+           "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
+           "  for s0 in 256\n"
+           "    for s1 in 256 vector(8)\n"
+           "      b0[s0*255+s1] = b1[s0*256+s1]\n");
+    /* an accumulator declared outside: serial; a reduction loop: not vector */
+    hand(ctx,
+         "kernel k(out b0 f32[1], in b1 f32[65536])\n"
+         "  acc a0 f32 sum\n"
+         "  for s0 in 65536\n"
+         "    a0 += b1[s0]\n"
+         "  b0[0] = a0\n",
+         &o,
+           "kernel k(out b0 f32[1], in b1 f32[65536])\n"
+           "  acc a0 f32 sum\n"
+           "  for s0 in 65536\n"
+           "    a0 += b1[s0]\n"
+           "  b0[0] = a0\n");
+    /* rows of a reduction: parallel over s0 */
+    hand(ctx,
+         "kernel k(out b0 f32[1024], in b1 f32[65536])\n"
+         "  for s0 in 1024\n"
+         "    acc a0 f32 max\n"
+         "    for s1 in 64\n"
+         "      a0 max= b1[s0*64+s1]\n"
+         "    b0[s0] = a0\n",
+         &o,
+           "kernel k(out b0 f32[1024], in b1 f32[65536])\n"
+           "  for s0 in 1024 parallel\n"
+           "    acc a0 f32 max\n"
+           "    for s1 in 64\n"
+           "      a0 max= b1[s0*64+s1]\n"
+           "    b0[s0] = a0\n");
+    /* strided loads, and a loop that reads what it writes: not vector */
+    hand(ctx,
+         "kernel k(out b0 f32[64], in b1 f32[128], tmp b2 f32[64])\n"
+         "  for s0 in 64\n"
+         "    b0[s0] = b1[s0*2]\n"
+         "  for s1 in 64\n"
+         "    b2[s1] = 1\n"
+         "    b0[s1] = b2[-s1+63]\n",
+         &o,
+           "kernel k(out b0 f32[64], in b1 f32[128], tmp b2 f32[64])\n"
+           "  for s0 in 64\n"
+           "    b0[s0] = b1[s0*2]\n"
+           "  for s1 in 64\n"
+           "    b2[s1] = 1\n"
+           "    b0[s1] = b2[-s1+63]\n");
+    /* options: a small threshold and width 4 */
+    hand(ctx,
+         "kernel k(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"
+         "  for s0 in 4\n"
+         "    for s1 in 4\n"
+         "      b0[s0*4+s1] = add(b1[s0*4+s1], b2[s1%4])\n",
+         &small,
+           "kernel k(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"
+           "  for s0 in 4 parallel\n"
+           "    for s1 in 4 vector(4)\n"
+           "      b0[s0*4+s1] = add(b1[s0*4+s1], b2[s1])\n");
+
+    kn_ctx_free(ctx);
+    TEST_END("loopopt");
+}
