@@ -1,0 +1,375 @@
+/*
+ * gemm.c — targets/c: the GEMM template (gemm.h). Renders one spec to one C
+ * unit, with every size and stride a literal so the compiler folds them.
+ *
+ * GEMM_SCALAR is TinyCC-safe C99. GEMM_SIMD is GNU C (vector extensions,
+ * target attributes, __builtin_cpu_supports): one copy of the packing
+ * routines, micro-kernel and column-range driver per ISA (Isa below), the
+ * micro-kernel rendered fully unrolled over its MR x NV vector accumulators.
+ *
+ * Blocking (per ISA, f32; f64 halves the lanes, not the blocks): KC = 256
+ * (a KC x NR micro-panel of B is 16 KiB with AVX2: L1), MC 96-128 rows (an
+ * MC x KC block of A is ~100-128 KiB: L2; on the shared 2-core Zen 3, MC
+ * from 48 to 240 and KC 256 to 512 were within noise of each other),
+ * NC = 4096 (B's packed block 4 MiB: L3). The C tile is prefetched before
+ * the K loop (a few % at 1024-2048). K and M blocks are balanced (K = 300
+ * gives two blocks of 150, not 256 + 44), then shrunk to the problem, so
+ * small GEMMs have small scratch.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gemm.h"
+
+typedef struct {
+    char *buf;
+    size_t cap, len;
+} Out;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void put(Out *o, const char *fmt, ...)
+{
+    va_list ap;
+    char *dst = o->len < o->cap ? o->buf + o->len : NULL;
+    size_t room = o->len < o->cap ? o->cap - o->len : 0;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(dst, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += (size_t)n;
+}
+
+typedef long long ll;
+
+static ll ceil_div(ll a, ll b) { return (a + b - 1) / b; }
+static ll round_up(ll a, ll b) { return ceil_div(a, b) * b; }
+static ll min_ll(ll a, ll b) { return a < b ? a : b; }
+static ll abs_ll(ll a) { return a < 0 ? -a : a; }
+
+/* the epilogue's activation as a scalar statement on x (x of type T) */
+static void put_act(Out *o, const GemmSpec *s, const char *x)
+{
+    const char *f = s->dtype == GEMM_F32 ? "f" : "";
+    if (s->act == GEMM_ACT_RELU)
+        put(o, "%s = %s < 0 ? (T)0 : %s;", x, x, x);
+    else if (s->act == GEMM_ACT_GELU_TANH)
+        put(o, "%s = (T)0.5 * %s * ((T)1 + tanh%s((T)0.7978845608028654 * (%s + (T)0.044715 * %s * %s * %s)));",
+            x, x, f, x, x, x, x);
+}
+
+static void put_head(Out *o, const GemmSpec *s, const char *dialect)
+{
+    put(o, "/* kiln gemm %s (%s): C[%lld][%lld][%lld] = A . B, A strides (%lld, %lld, %lld), "
+           "B strides (%lld, %lld, %lld)%s%s */\n",
+        s->name, dialect, (ll)s->batch, (ll)s->M, (ll)s->N, (ll)s->sa_b, (ll)s->sa_m, (ll)s->sa_k,
+        (ll)s->sb_b, (ll)s->sb_k, (ll)s->sb_n, s->bias ? ", + bias[N]" : "",
+        s->act == GEMM_ACT_RELU ? ", relu" : s->act == GEMM_ACT_GELU_TANH ? ", gelu_tanh" : "");
+    put(o, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n");
+    put(o, "typedef %s T;\n", s->dtype == GEMM_F32 ? "float" : "double");
+}
+
+/* ---- scalar dialect ---- */
+
+enum { SMR = 4, SNR = 8 };
+
+static void render_scalar(Out *o, const GemmSpec *s)
+{
+    put_head(o, s, "scalar");
+    put(o, "void %s(void **b)\n{\n", s->name);
+    put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1];\n    const T *B = (const T *)b[2];\n");
+    if (s->bias) put(o, "    const T *bias = (const T *)b[3];\n");
+    put(o, "    ptrdiff_t t, i, j, k, ii, jj, mi, nj;\n    T acc[%d][%d];\n", SMR, SNR);
+    put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
+    put(o, "        const T *a = A + t * %lld;\n        const T *bb = B + t * %lld;\n"
+           "        T *c = C + t * %lld;\n",
+        (ll)s->sa_b, (ll)s->sb_b, (ll)s->M * s->N);
+    put(o, "        for (i = 0; i < %lld; i += %d) {\n", (ll)s->M, SMR);
+    put(o, "            mi = %lld - i < %d ? %lld - i : %d;\n", (ll)s->M, SMR, (ll)s->M, SMR);
+    put(o, "            for (j = 0; j < %lld; j += %d) {\n", (ll)s->N, SNR);
+    put(o, "                nj = %lld - j < %d ? %lld - j : %d;\n", (ll)s->N, SNR, (ll)s->N, SNR);
+    put(o, "                for (ii = 0; ii < %d; ii++)\n"
+           "                    for (jj = 0; jj < %d; jj++) acc[ii][jj] = 0;\n", SMR, SNR);
+    put(o, "                for (k = 0; k < %lld; k++) {\n", (ll)s->K);
+    put(o, "                    const T *brow = bb + k * %lld + j * %lld;\n", (ll)s->sb_k, (ll)s->sb_n);
+    put(o, "                    for (ii = 0; ii < mi; ii++) {\n");
+    put(o, "                        const T av = a[(i + ii) * %lld + k * %lld];\n", (ll)s->sa_m, (ll)s->sa_k);
+    put(o, "                        for (jj = 0; jj < nj; jj++) acc[ii][jj] += av * brow[jj * %lld];\n",
+        (ll)s->sb_n);
+    put(o, "                    }\n                }\n");
+    put(o, "                for (ii = 0; ii < mi; ii++)\n                    for (jj = 0; jj < nj; jj++) {\n");
+    put(o, "                        T x = acc[ii][jj];\n");
+    if (s->bias) put(o, "                        x += bias[j + jj];\n");
+    if (s->act) {
+        put(o, "                        ");
+        put_act(o, s, "x");
+        put(o, "\n");
+    }
+    put(o, "                        c[(i + ii) * %lld + j + jj] = x;\n", (ll)s->N);
+    put(o, "                    }\n            }\n        }\n    }\n}\n");
+}
+
+/* ---- SIMD dialect ---- */
+
+typedef struct {
+    const char *id;   /* suffix of every name of this copy */
+    const char *attr; /* function attribute text, "" for none */
+    int vbytes;       /* vector size */
+    int mr, nv;       /* tile: mr rows x nv vectors */
+    int mc, kc, nc;   /* cache blocks (before shrinking to the problem) */
+} Isa;
+
+static const Isa isa_avx512 = {"avx512", "__attribute__((target(\"avx512f\"))) ", 64, 8, 2, 128, 256, 4096};
+static const Isa isa_avx2 = {"avx2", "__attribute__((target(\"avx2,fma\"))) ", 32, 6, 2, 96, 256, 4096};
+static const Isa isa_base = {"base", "", 16, 6, 2, 96, 256, 4096};
+
+typedef struct {
+    int lanes, mr, nr;
+    ll kc, mc, nc;      /* balanced, shrunk blocks */
+    ll apack, bpack;    /* scratch elements */
+} Blocks;
+
+static Blocks blocks(const GemmSpec *s, const Isa *isa)
+{
+    Blocks b;
+    int es = s->dtype == GEMM_F32 ? 4 : 8;
+    b.lanes = isa->vbytes / es;
+    b.mr = isa->mr;
+    b.nr = isa->nv * b.lanes;
+    b.kc = ceil_div(s->K, ceil_div(s->K, isa->kc));
+    b.mc = round_up(ceil_div(s->M, ceil_div(s->M, isa->mc)), b.mr);
+    b.nc = min_ll(isa->nc, round_up(s->N, b.nr));
+    b.apack = b.mc * b.kc;
+    b.bpack = b.nc * b.kc;
+    return b;
+}
+
+static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
+{
+    Blocks bk = blocks(s, isa);
+    const char *n = s->name, *id = isa->id, *at = isa->attr;
+    const char *vi = s->dtype == GEMM_F32 ? "int32_t" : "int64_t";
+    int mr = bk.mr, nr = bk.nr, nv = isa->nv, L = bk.lanes, i, v;
+    ll M = s->M, N = s->N, K = s->K;
+
+    put(o, "\n/* ---- %s: %dx%d tile of %d-lane vectors; KC %lld, MC %lld, NC %lld ---- */\n", id, mr, nr, L,
+        bk.kc, bk.mc, bk.nc);
+    put(o, "#define %s_%s_APACK %lld\n#define %s_%s_BPACK %lld\n", n, id, bk.apack, n, id, bk.bpack);
+    put(o, "typedef T %s_%s_v __attribute__((vector_size(%d)));\n", n, id, isa->vbytes);
+    put(o, "typedef %s %s_%s_vi __attribute__((vector_size(%d)));\n", vi, n, id, isa->vbytes);
+    put(o, "static T %s_%s_ap[%lld] __attribute__((aligned(64)));\n", n, id, bk.apack);
+    put(o, "static T %s_%s_bp[%lld] __attribute__((aligned(64)));\n", n, id, bk.bpack);
+
+    /* pack A rows [ic, ic+mc), k [pc, pc+kc) into mr-row panels: ap[p*kc + k*mr + i] */
+    put(o, "%sstatic void %s_%s_pack_a(const T *A, ptrdiff_t ic, ptrdiff_t mc, ptrdiff_t pc, ptrdiff_t kc, T *ap)\n{\n",
+        at, n, id);
+    put(o, "    ptrdiff_t p, i, k;\n    for (p = 0; p < mc; p += %d) {\n", mr);
+    put(o, "        T *d = ap + p * kc;\n        ptrdiff_t m = mc - p < %d ? mc - p : %d;\n", mr, mr);
+    if (abs_ll(s->sa_k) <= abs_ll(s->sa_m)) {
+        put(o, "        for (i = 0; i < m; i++) {\n"
+               "            const T *src = A + (ic + p + i) * %lld + pc * %lld;\n"
+               "            for (k = 0; k < kc; k++) d[k * %d + i] = src[k * %lld];\n        }\n",
+            (ll)s->sa_m, (ll)s->sa_k, mr, (ll)s->sa_k);
+    } else {
+        put(o, "        for (k = 0; k < kc; k++) {\n"
+               "            const T *src = A + (ic + p) * %lld + (pc + k) * %lld;\n"
+               "            for (i = 0; i < m; i++) d[k * %d + i] = src[i * %lld];\n        }\n",
+            (ll)s->sa_m, (ll)s->sa_k, mr, (ll)s->sa_m);
+    }
+    put(o, "        for (i = m; i < %d; i++)\n            for (k = 0; k < kc; k++) d[k * %d + i] = 0;\n    }\n}\n",
+        mr, mr);
+
+    /* pack B k [pc, pc+kc), columns [jc, jc+nc) into nr-column panels: bp[q*kc + k*nr + j] */
+    put(o, "%sstatic void %s_%s_pack_b(const T *B, ptrdiff_t pc, ptrdiff_t kc, ptrdiff_t jc, ptrdiff_t nc, T *bp)\n{\n",
+        at, n, id);
+    put(o, "    ptrdiff_t q, j, k;\n    for (q = 0; q < nc; q += %d) {\n", nr);
+    put(o, "        T *d = bp + q * kc;\n        ptrdiff_t w = nc - q < %d ? nc - q : %d;\n", nr, nr);
+    if (abs_ll(s->sb_n) <= abs_ll(s->sb_k)) {
+        put(o, "        for (k = 0; k < kc; k++) {\n"
+               "            const T *src = B + (pc + k) * %lld + (jc + q) * %lld;\n"
+               "            if (w == %d)\n                for (j = 0; j < %d; j++) d[k * %d + j] = src[j * %lld];\n"
+               "            else {\n                for (j = 0; j < w; j++) d[k * %d + j] = src[j * %lld];\n"
+               "                for (; j < %d; j++) d[k * %d + j] = 0;\n            }\n        }\n",
+            (ll)s->sb_k, (ll)s->sb_n, nr, nr, nr, (ll)s->sb_n, nr, (ll)s->sb_n, nr, nr);
+    } else {
+        put(o, "        for (j = 0; j < w; j++) {\n"
+               "            const T *src = B + pc * %lld + (jc + q + j) * %lld;\n"
+               "            for (k = 0; k < kc; k++) d[k * %d + j] = src[k * %lld];\n        }\n"
+               "        for (j = w; j < %d; j++)\n            for (k = 0; k < kc; k++) d[k * %d + j] = 0;\n",
+            (ll)s->sb_k, (ll)s->sb_n, nr, (ll)s->sb_k, nr, nr);
+    }
+    put(o, "    }\n}\n");
+
+    /* micro-kernel: c[mr x nr] (row stride ldc) = (first ? 0 : c) + a-panel . b-panel; on last,
+     * + bias[0..nr) if bias, relu if the spec says so (gelu is applied by the caller) */
+    put(o, "%sstatic inline void %s_%s_ukr(ptrdiff_t kc, const T *a, const T *b, T *c, ptrdiff_t ldc, int first, "
+           "int last, const T *bias)\n{\n",
+        at, n, id);
+    put(o, "    typedef %s_%s_v V;\n", n, id);
+    put(o, "    ptrdiff_t k;\n    V");
+    for (i = 0; i < mr; i++)
+        for (v = 0; v < nv; v++) put(o, "%s c%d_%d = {0}", i || v ? "," : "", i, v);
+    put(o, ";\n");
+    /* the C tile is read or written after the loop: start fetching its lines now */
+    for (i = 0; i < mr; i++)
+        put(o, "    __builtin_prefetch(c + %d * ldc, 1);\n    __builtin_prefetch(c + %d * ldc + %d, 1);\n", i, i, nr - 1);
+    put(o, "    for (k = 0; k < kc; k++) {\n");
+    for (v = 0; v < nv; v++) put(o, "        const V b%d = *(const V *)(b + %d);\n", v, v * L);
+    for (i = 0; i < mr; i++) {
+        put(o, "        { const T a%d = a[%d];", i, i);
+        for (v = 0; v < nv; v++) put(o, " c%d_%d += a%d * b%d;", i, v, i, v);
+        put(o, " }\n");
+    }
+    put(o, "        a += %d;\n        b += %d;\n    }\n", mr, nr);
+    put(o, "    if (!first) {\n        V t;\n");
+    for (i = 0; i < mr; i++)
+        for (v = 0; v < nv; v++)
+            put(o, "        memcpy(&t, c + %d * ldc + %d, sizeof t); c%d_%d += t;\n", i, v * L, i, v);
+    put(o, "    }\n");
+    if (s->bias || s->act == GEMM_ACT_RELU) {
+        put(o, "    if (last) {\n");
+        if (s->bias) {
+            put(o, "        if (bias) {\n");
+            for (v = 0; v < nv; v++) {
+                put(o, "            V bb%d;\n            memcpy(&bb%d, bias + %d, sizeof bb%d);\n", v, v, v * L, v);
+                for (i = 0; i < mr; i++) put(o, "            c%d_%d += bb%d;\n", i, v, v);
+            }
+            put(o, "        }\n");
+        }
+        if (s->act == GEMM_ACT_RELU) {
+            put(o, "        {\n            const V z = {0};\n");
+            for (i = 0; i < mr; i++)
+                for (v = 0; v < nv; v++)
+                    put(o, "            c%d_%d = (V)((%s_%s_vi)c%d_%d & ~(%s_%s_vi)(c%d_%d < z));\n", i, v, n, id, i,
+                        v, n, id, i, v);
+            put(o, "        }\n");
+        }
+        put(o, "    }\n");
+    } else {
+        put(o, "    (void)last;\n    (void)bias;\n");
+    }
+    for (i = 0; i < mr; i++)
+        for (v = 0; v < nv; v++) put(o, "    memcpy(c + %d * ldc + %d, &c%d_%d, sizeof c%d_%d);\n", i, v * L, i, v, i, v);
+    put(o, "}\n");
+
+    /* the column-range driver */
+    put(o, "%sstatic void %s_%s_cols(T *C, const T *A, const T *B, const T *bias, ptrdiff_t n0, ptrdiff_t n1, "
+           "T *ap, T *bp)\n{\n",
+        at, n, id);
+    put(o, "    ptrdiff_t t, jc, pc, ic, jr, ir, i, j;\n");
+    put(o, "    T tile[%d] __attribute__((aligned(64)));\n", mr * nr);
+    put(o, "    (void)bias;\n");
+    put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
+    put(o, "        const T *At = A + t * %lld, *Bt = B + t * %lld;\n        T *Ct = C + t * %lld;\n", (ll)s->sa_b,
+        (ll)s->sb_b, M * N);
+    put(o, "        for (jc = n0; jc < n1; jc += %lld) {\n", bk.nc);
+    put(o, "            const ptrdiff_t nc = n1 - jc < %lld ? n1 - jc : %lld;\n", bk.nc, bk.nc);
+    put(o, "            for (pc = 0; pc < %lld; pc += %lld) {\n", K, bk.kc);
+    put(o, "                const ptrdiff_t kc = %lld - pc < %lld ? %lld - pc : %lld;\n", K, bk.kc, K, bk.kc);
+    put(o, "                const int first = pc == 0, last = pc + kc == %lld;\n", K);
+    put(o, "                %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
+    put(o, "                for (ic = 0; ic < %lld; ic += %lld) {\n", M, bk.mc);
+    put(o, "                    const ptrdiff_t mc = %lld - ic < %lld ? %lld - ic : %lld;\n", M, bk.mc, M, bk.mc);
+    put(o, "                    %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
+    put(o, "                    for (jr = 0; jr < nc; jr += %d) {\n", nr);
+    put(o, "                        const ptrdiff_t w = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
+    put(o, "                        for (ir = 0; ir < mc; ir += %d) {\n", mr);
+    put(o, "                            const ptrdiff_t h = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
+    put(o, "                            T *c = Ct + (ic + ir) * %lld + jc + jr;\n", N);
+    put(o, "                            const T *pa = ap + ir * kc, *pb = bp + jr * kc;\n");
+    put(o, "                            if (h == %d && w == %d) {\n", mr, nr);
+    put(o, "                                %s_%s_ukr(kc, pa, pb, c, %lld, first, last, %s);\n", n, id, N,
+        s->bias ? "bias + jc + jr" : "0");
+    if (s->act == GEMM_ACT_GELU_TANH) {
+        put(o, "                                if (last)\n"
+               "                                    for (i = 0; i < %d; i++)\n"
+               "                                        for (j = 0; j < %d; j++) {\n"
+               "                                            T x = c[i * %lld + j];\n"
+               "                                            ",
+            mr, nr, N);
+        put_act(o, s, "x");
+        put(o, "\n                                            c[i * %lld + j] = x;\n"
+               "                                        }\n",
+            N);
+    }
+    put(o, "                            } else {\n");
+    put(o, "                                %s_%s_ukr(kc, pa, pb, tile, %d, 1, 0, 0);\n", n, id, nr);
+    put(o, "                                for (i = 0; i < h; i++)\n"
+           "                                    for (j = 0; j < w; j++) {\n"
+           "                                        T x = tile[i * %d + j];\n"
+           "                                        if (!first) x += c[i * %lld + j];\n"
+           "                                        if (last) {\n",
+        nr, N);
+    if (s->bias) put(o, "                                            x += bias[jc + jr + j];\n");
+    if (s->act) {
+        put(o, "                                            ");
+        put_act(o, s, "x");
+        put(o, "\n");
+    }
+    if (!s->bias && !s->act) put(o, "                                            (void)x;\n");
+    put(o, "                                        }\n"
+           "                                        c[i * %lld + j] = x;\n"
+           "                                    }\n"
+           "                            }\n"
+           "                        }\n                    }\n                }\n            }\n        }\n    }\n}\n",
+        N);
+}
+
+static void render_simd(Out *o, const GemmSpec *s)
+{
+    const char *n = s->name;
+    put_head(o, s, "simd");
+    put(o, "#if defined(__x86_64__) || defined(__i386__)\n#define %s_X86 1\n", n);
+    render_isa(o, s, &isa_avx512);
+    render_isa(o, s, &isa_avx2);
+    put(o, "#endif\n");
+    render_isa(o, s, &isa_base);
+
+    /* NAME_isa(b, isa): runs with ISA isa (0 base, 1 avx2+fma, 2 avx512f; -1 the best there is) and
+     * returns it, or returns -1 without running when this CPU lacks it */
+    put(o, "\nint %s_isa(void **b, int isa)\n{\n", n);
+    put(o, "    static int best = -1;\n");
+    put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1], *B = (const T *)b[2];\n");
+    put(o, "    const T *bias = %s;\n", s->bias ? "(const T *)b[3]" : "0");
+    put(o, "    if (best < 0) {\n        int found = 0;\n#ifdef %s_X86\n", n);
+    put(o, "        __builtin_cpu_init();\n"
+           "        if (__builtin_cpu_supports(\"avx512f\")) found = 2;\n"
+           "        else if (__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) found = 1;\n"
+           "#endif\n        best = found;\n    }\n");
+    put(o, "    if (isa < 0) isa = best;\n    if (isa > best) return -1;\n");
+    put(o, "#ifdef %s_X86\n", n);
+    put(o, "    if (isa == 2) { %s_avx512_cols(C, A, B, bias, 0, %lld, %s_avx512_ap, %s_avx512_bp); return 2; }\n", n,
+        (ll)s->N, n, n);
+    put(o, "    if (isa == 1) { %s_avx2_cols(C, A, B, bias, 0, %lld, %s_avx2_ap, %s_avx2_bp); return 1; }\n", n,
+        (ll)s->N, n, n);
+    put(o, "#endif\n");
+    put(o, "    %s_base_cols(C, A, B, bias, 0, %lld, %s_base_ap, %s_base_bp);\n    return 0;\n}\n", n, (ll)s->N, n, n);
+    put(o, "\nvoid %s(void **b)\n{\n    (void)%s_isa(b, -1);\n}\n", n, n);
+}
+
+static int valid_name(const char *p)
+{
+    if (!p || !*p || (*p >= '0' && *p <= '9')) return 0;
+    for (; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return 0;
+    return 1;
+}
+
+size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
+{
+    Out o;
+    if (!s || !valid_name(s->name) || s->batch < 1 || s->M < 1 || s->N < 1 || s->K < 1) return 0;
+    if (s->dtype != GEMM_F32 && s->dtype != GEMM_F64) return 0;
+    if (s->act < GEMM_ACT_NONE || s->act > GEMM_ACT_GELU_TANH) return 0;
+    if (dialect != GEMM_SCALAR && dialect != GEMM_SIMD) return 0;
+    o.buf = buf;
+    o.cap = buf ? cap : 0;
+    o.len = 0;
+    if (o.cap) o.buf[0] = 0;
+    if (dialect == GEMM_SCALAR) render_scalar(&o, s);
+    else render_simd(&o, s);
+    return o.len;
+}

@@ -1,0 +1,79 @@
+/*
+ * gemm.h — targets/c: the GEMM template. One spec in, one self-contained C
+ * translation unit out, defining
+ *
+ *     void NAME(void **b);   // b[0] = C, b[1] = A, b[2] = B, b[3] = bias (if any)
+ *
+ * that computes, for every batch index t < batch,
+ *
+ *     C[t][m][n] = act( sum_k A[t][m][k] * B[t][k][n]  +  bias[n] )
+ *
+ * A and B are read through arbitrary element strides (a transposed operand
+ * is only a swap of its strides; broadcasting a batch is stride 0); C is
+ * contiguous, [batch][M][N]; bias is N contiguous elements. Elements are
+ * float (GEMM_F32) or double (GEMM_F64). Accumulation is in the element type.
+ *
+ *     size_t n = gemm_render(&spec, GEMM_SIMD, NULL, 0);
+ *     char *src = malloc(n + 1);
+ *     gemm_render(&spec, GEMM_SIMD, src, n + 1);
+ *     PortModule *m = port_jit(PORT_CC, src, NULL, why);   // SIMD: cc only
+ *
+ * Dialects:
+ * - GEMM_SCALAR: C99 that TinyCC compiles (and cc): loops i-k-j over a 4x8
+ *   register tile of scalar accumulators, K unblocked. For tcc and for
+ *   tiny problems.
+ * - GEMM_SIMD: GNU C (cc -std=gnu99; gcc or clang). BLIS-style blocking:
+ *   for each column block of NC, K block of KC: B's block is packed into
+ *   NR-wide column panels, then for each row block of MC A's block is
+ *   packed into MR-tall row panels (both zero-padded to whole panels), and
+ *   an MR x NR micro-kernel of vector-extension accumulators runs over
+ *   them. The epilogue (bias, activation) is applied on the last K block
+ *   while the tile is in registers (bias, relu) or in L1 (gelu). Edge tiles
+ *   run the same micro-kernel into a local tile and copy the valid part, so
+ *   nothing is written past C. The unit holds one copy per ISA:
+ *     x86: avx512f (16-lane f32, 8x32 tile), avx2+fma (8 lanes, 6x16),
+ *          baseline SSE2 (4 lanes, 6x8), picked once, at the first call,
+ *          with __builtin_cpu_supports;
+ *     elsewhere (aarch64, wasm32 -msimd128, ...): one 16-byte-vector copy
+ *          (6x8 f32) with no target attributes.
+ *   No -march flags are needed (none should be passed). Packing scratch is
+ *   a static, 64-byte-aligned buffer per ISA copy sized for this spec's
+ *   blocks (zero-filled bss: untouched copies cost no memory), so no malloc
+ *   on any path; NAME is therefore not reentrant. The column-range worker
+ *
+ *       static void NAME_<isa>_cols(T *C, const T *A, const T *B, const T *bias,
+ *                                   long n0, long n1, T *apack, T *bpack);
+ *
+ *   computes columns [n0, n1) of every batch with the scratch it is given
+ *   (NAME_<ISA>_APACK / _BPACK elements, as the #defines in the text say),
+ *   so threads can later split N (n0 a multiple of NR is best) each with
+ *   its own scratch.
+ *   Compile with FMA contraction on (gnu99's default): -std=c99 turns it off.
+ */
+#ifndef KN_TARGETS_C_GEMM_H
+#define KN_TARGETS_C_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { GEMM_SCALAR = 0, GEMM_SIMD = 1 };
+enum { GEMM_F32 = 0, GEMM_F64 = 1 };
+enum { GEMM_ACT_NONE = 0, GEMM_ACT_RELU = 1, GEMM_ACT_GELU_TANH = 2 };
+
+typedef struct {
+    const char *name;         /* the C identifier of the entry point */
+    int dtype;                /* GEMM_F32 or GEMM_F64 */
+    int64_t batch, M, N, K;   /* each >= 1 */
+    int64_t sa_b, sa_m, sa_k; /* A[t][m][k] is A[t*sa_b + m*sa_m + k*sa_k] (elements) */
+    int64_t sb_b, sb_k, sb_n; /* B[t][k][n] is B[t*sb_b + k*sb_k + n*sb_n] */
+    int bias;                 /* 1: b[3] is a bias of N elements added to every row */
+    int act;                  /* GEMM_ACT_* applied last */
+} GemmSpec;
+
+/* Renders the unit for s in dialect GEMM_SCALAR or GEMM_SIMD, as snprintf:
+ * writes at most cap bytes including the NUL and returns the length the
+ * whole text needs (buf may be NULL when cap is 0); 0 if the spec is
+ * invalid (no name, a size < 1, an unknown dtype, act or dialect). */
+size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,271 @@
+/*
+ * test_gemm.c — targets/c/gemm.c: the GEMM template against a naive
+ * double-precision loop. Odd shapes (1x1x1, 7x13x5, 65x33x129, 128^3, a
+ * batch of 3, a broadcast B), operands row-major, transposed and with padded
+ * leading dimensions (strides), with and without the epilogue (bias, relu,
+ * gelu_tanh); the scalar dialect through TinyCC, the SIMD dialect through cc,
+ * every ISA copy this CPU can run (NAME_isa). Accuracy: max |err| <=
+ * 1e-4 * sqrt(K) * max |ref| (f32 accumulation); guard values around C
+ * must survive and C's old contents must not leak in. Where a compiler is
+ * not available (wasm, arm builds) a SKIP line is printed. No timing.
+ */
+#include <stdlib.h>
+
+#include "../port/port.h"
+#include "../targets/c/gemm.h"
+#include "test.h"
+
+enum { GUARD = 37 };
+static const double SENTINEL = 12345.0;
+
+typedef void (*Kern)(void **);
+typedef int (*KernIsa)(void **, int);
+
+static unsigned rng = 12345u;
+static double rnd(void)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (double)(rng >> 8) / (double)(1u << 24) * 2.0 - 1.0;
+}
+
+/* an operand [batch][R][Cc] stored with layout: 0 row-major, 1 transposed, 2 row-major with
+ * padded rows and batches, 3 broadcast over the batch (stride 0); returns the element count */
+static int64_t layout(int lay, int64_t batch, int64_t R, int64_t Cc, int64_t *sb, int64_t *sr, int64_t *sc)
+{
+    switch (lay) {
+    case 1: *sr = 1; *sc = R; *sb = R * Cc; return batch * R * Cc;
+    case 2: *sr = Cc + 3; *sc = 1; *sb = R * (Cc + 3) + 5; return batch * *sb;
+    case 3: *sr = Cc; *sc = 1; *sb = 0; return R * Cc;
+    default: *sr = Cc; *sc = 1; *sb = R * Cc; return batch * R * Cc;
+    }
+}
+
+static double act_ref(int act, double x)
+{
+    if (act == GEMM_ACT_RELU) return x < 0 ? 0 : x;
+    if (act == GEMM_ACT_GELU_TANH) return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    return x;
+}
+
+typedef struct {
+    GemmSpec s;
+    void *A, *B, *bias, *Cg; /* Cg: C with GUARD elements either side */
+    double *ref;
+    int64_t na, nb, nc;
+} Case;
+
+static double get(const void *p, int dt, int64_t i)
+{
+    return dt == GEMM_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+static void set(void *p, int dt, int64_t i, double v)
+{
+    if (dt == GEMM_F32) ((float *)p)[i] = (float)v;
+    else ((double *)p)[i] = v;
+}
+
+static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la, int lb, int bias,
+                      int act)
+{
+    GemmSpec *s = &c->s;
+    size_t es = dt == GEMM_F32 ? 4 : 8;
+    int64_t i, t, m, n, k;
+    memset(c, 0, sizeof *c);
+    s->name = "kgemm";
+    s->dtype = dt;
+    s->batch = batch, s->M = M, s->N = N, s->K = K;
+    s->bias = bias, s->act = act;
+    c->na = layout(la, batch, M, K, &s->sa_b, &s->sa_m, &s->sa_k);
+    c->nb = layout(lb, batch, K, N, &s->sb_b, &s->sb_k, &s->sb_n);
+    c->nc = batch * M * N;
+    c->A = malloc((size_t)c->na * es);
+    c->B = malloc((size_t)c->nb * es);
+    c->bias = malloc((size_t)N * es);
+    c->Cg = malloc((size_t)(c->nc + 2 * GUARD) * es);
+    c->ref = malloc((size_t)c->nc * sizeof(double));
+    for (i = 0; i < c->na; i++) set(c->A, dt, i, rnd());
+    for (i = 0; i < c->nb; i++) set(c->B, dt, i, rnd());
+    for (i = 0; i < N; i++) set(c->bias, dt, i, rnd());
+    for (t = 0; t < batch; t++)
+        for (m = 0; m < M; m++)
+            for (n = 0; n < N; n++) {
+                double acc = 0;
+                for (k = 0; k < K; k++)
+                    acc += get(c->A, dt, t * s->sa_b + m * s->sa_m + k * s->sa_k) *
+                           get(c->B, dt, t * s->sb_b + k * s->sb_k + n * s->sb_n);
+                if (bias) acc += get(c->bias, dt, n);
+                c->ref[(t * M + m) * N + n] = act_ref(act, acc);
+            }
+}
+
+static void case_free(Case *c)
+{
+    free(c->A), free(c->B), free(c->bias), free(c->Cg), free(c->ref);
+}
+
+static void **case_bufs(Case *c, void **b)
+{
+    size_t es = c->s.dtype == GEMM_F32 ? 4 : 8;
+    int64_t i;
+    for (i = 0; i < c->nc + 2 * GUARD; i++) set(c->Cg, c->s.dtype, i, SENTINEL);
+    b[0] = (char *)c->Cg + GUARD * es;
+    b[1] = c->A;
+    b[2] = c->B;
+    b[3] = c->s.bias ? c->bias : NULL;
+    return b;
+}
+
+/* checks C against the reference and the guards; what names the run in messages */
+static void case_check(Case *c, const char *what)
+{
+    const GemmSpec *s = &c->s;
+    double maxref = 0, maxerr = 0, tol;
+    int64_t i, bad_guard = 0, worst = 0;
+    for (i = 0; i < c->nc; i++)
+        if (fabs(c->ref[i]) > maxref) maxref = fabs(c->ref[i]);
+    for (i = 0; i < c->nc; i++) {
+        double e = fabs(get(c->Cg, s->dtype, GUARD + i) - c->ref[i]);
+        if (!(e <= maxerr)) maxerr = e, worst = i; /* NaN counts as the worst */
+    }
+    for (i = 0; i < GUARD; i++) {
+        if (get(c->Cg, s->dtype, i) != SENTINEL) bad_guard++;
+        if (get(c->Cg, s->dtype, GUARD + c->nc + i) != SENTINEL) bad_guard++;
+    }
+    tol = 1e-4 * sqrt((double)s->K) * (maxref > 0 ? maxref : 1);
+    CHECK_MSG(maxerr <= tol, "%s %s batch %lld %lldx%lldx%lld strides A (%lld,%lld,%lld) B (%lld,%lld,%lld) bias %d "
+              "act %d: max err %g at %lld (tol %g)",
+              what, s->dtype == GEMM_F32 ? "f32" : "f64", (long long)s->batch, (long long)s->M, (long long)s->N,
+              (long long)s->K, (long long)s->sa_b, (long long)s->sa_m, (long long)s->sa_k, (long long)s->sb_b,
+              (long long)s->sb_k, (long long)s->sb_n, s->bias, s->act, maxerr, (long long)worst, tol);
+    CHECK_MSG(bad_guard == 0, "%s: %lld guard values overwritten", what, (long long)bad_guard);
+}
+
+static char *render(const GemmSpec *s, int dialect)
+{
+    size_t n = gemm_render(s, dialect, NULL, 0);
+    char *src;
+    if (!CHECK(n > 0)) return NULL;
+    src = malloc(n + 1);
+    CHECK(gemm_render(s, dialect, src, n + 1) == n);
+    CHECK(strlen(src) == n);
+    return src;
+}
+
+static int isa_runs[3];
+
+static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la,
+                     int lb, int bias, int act)
+{
+    Case c;
+    void *bufs[4];
+    char why[256];
+    case_init(&c, dt, batch, M, N, K, la, lb, bias, act);
+    if (avail_tcc && dt == GEMM_F32) {
+        char *src = render(&c.s, GEMM_SCALAR);
+        PortModule *m = src ? port_jit(PORT_TCC, src, NULL, why) : NULL;
+        CHECK_MSG(m != NULL, "tcc: %s", src ? why : "render");
+        if (m) {
+            void *p = port_jit_sym(m, "kgemm");
+            Kern f = NULL;
+            if (CHECK(p != NULL)) {
+                memcpy(&f, &p, sizeof p);
+                f(case_bufs(&c, bufs));
+                case_check(&c, "scalar/tcc");
+            }
+        }
+        port_jit_free(m);
+        free(src);
+    }
+    if (avail_cc) {
+        char *src = render(&c.s, GEMM_SIMD);
+        PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+        CHECK_MSG(m != NULL, "cc: %s", src ? why : "render");
+        if (m) {
+            void *p = port_jit_sym(m, "kgemm"), *q = port_jit_sym(m, "kgemm_isa");
+            Kern f = NULL;
+            KernIsa fi = NULL;
+            int isa;
+            if (CHECK(p != NULL && q != NULL)) {
+                static const char *names[3] = {"simd/base", "simd/avx2", "simd/avx512"};
+                memcpy(&f, &p, sizeof p);
+                memcpy(&fi, &q, sizeof q);
+                f(case_bufs(&c, bufs));
+                case_check(&c, "simd/auto");
+                for (isa = 0; isa < 3; isa++) {
+                    int got = fi(case_bufs(&c, bufs), isa);
+                    if (got < 0) continue;
+                    CHECK(got == isa);
+                    isa_runs[isa]++;
+                    case_check(&c, names[isa]);
+                }
+            }
+        }
+        port_jit_free(m);
+        free(src);
+    }
+    /* the scalar dialect compiled by cc too (for f64, which the tcc run above skips) */
+    if (avail_cc && dt == GEMM_F64) {
+        char *src = render(&c.s, GEMM_SCALAR);
+        PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+        CHECK_MSG(m != NULL, "cc scalar: %s", src ? why : "render");
+        if (m) {
+            void *p = port_jit_sym(m, "kgemm");
+            Kern f = NULL;
+            if (CHECK(p != NULL)) {
+                memcpy(&f, &p, sizeof p);
+                f(case_bufs(&c, bufs));
+                case_check(&c, "scalar/cc");
+            }
+        }
+        port_jit_free(m);
+        free(src);
+    }
+    case_free(&c);
+}
+
+static void test_render_api(void)
+{
+    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE};
+    char small[16];
+    size_t n = gemm_render(&s, GEMM_SIMD, NULL, 0);
+    CHECK(n > 100);
+    CHECK(gemm_render(&s, GEMM_SIMD, small, sizeof small) == n);
+    CHECK(strlen(small) == sizeof small - 1);
+    s.M = 0;
+    CHECK(gemm_render(&s, GEMM_SCALAR, NULL, 0) == 0);
+    s.M = 4, s.name = "1bad";
+    CHECK(gemm_render(&s, GEMM_SCALAR, NULL, 0) == 0);
+    s.name = "g", s.act = 7;
+    CHECK(gemm_render(&s, GEMM_SCALAR, NULL, 0) == 0);
+    s.act = 0;
+    CHECK(gemm_render(&s, 9, NULL, 0) == 0);
+}
+
+int main(void)
+{
+    static const struct {
+        int64_t batch, M, N, K;
+    } shapes[] = {{1, 1, 1, 1}, {1, 7, 13, 5}, {1, 65, 33, 129}, {1, 128, 128, 128}, {3, 17, 40, 33}, {2, 9, 70, 300}};
+    /* (layout A, layout B, bias, act) per shape */
+    static const int variants[][4] = {
+        {0, 0, 0, GEMM_ACT_NONE}, {1, 0, 1, GEMM_ACT_RELU}, {0, 1, 1, GEMM_ACT_GELU_TANH},
+        {1, 1, 0, GEMM_ACT_RELU}, {2, 2, 1, GEMM_ACT_NONE}, {0, 3, 0, GEMM_ACT_GELU_TANH},
+    };
+    int tcc = port_jit_available(PORT_TCC), cc = port_jit_available(PORT_CC);
+    size_t i, j;
+
+    test_render_api();
+    if (!tcc) printf("SKIP gemm scalar dialect: no TinyCC JIT in this build\n");
+    if (!cc) printf("SKIP gemm SIMD dialect: no system C compiler JIT here\n");
+    if (tcc || cc) {
+        for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (j = 0; j < sizeof variants / sizeof variants[0]; j++)
+                run_case(tcc, cc, GEMM_F32, shapes[i].batch, shapes[i].M, shapes[i].N, shapes[i].K, variants[j][0],
+                         variants[j][1], variants[j][2], variants[j][3]);
+        run_case(tcc, cc, GEMM_F64, 1, 7, 13, 5, 0, 0, 1, GEMM_ACT_RELU);
+        run_case(tcc, cc, GEMM_F64, 2, 65, 33, 129, 1, 2, 1, GEMM_ACT_GELU_TANH);
+        if (cc) printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases\n", isa_runs[0], isa_runs[1],
+                       isa_runs[2]);
+    }
+    TEST_END("gemm");
+}
