@@ -11,7 +11,20 @@
 static int cc_available(void) { return port_jit_available(PORT_CC); }
 static int tcc_available(void) { return port_jit_available(PORT_TCC); }
 
-static void *cc_load(const char *src, char *why) { return port_jit(PORT_CC, src, "", why); }
+/* The system compiler builds code for the machine it runs on, so the ISA
+ * comes from run-time CPU detection (never -march=native in the library's
+ * own build). FP contraction stays off: results match the scalar dialect. */
+static const char *cc_flags(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "-O3 -ffp-contract=off -mavx512f -mavx512vl -mavx2 -mfma -mprefer-vector-width=512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "-O3 -ffp-contract=off -mavx2 -mfma";
+#endif
+    return "-O3 -ffp-contract=off";
+}
+
+static void *cc_load(const char *src, char *why) { return port_jit(PORT_CC, src, cc_flags(), why); }
 static void *tcc_load(const char *src, char *why) { return port_jit(PORT_TCC, src, "", why); }
 
 static void *sym(void *module, const char *name) { return port_jit_sym(module, name); }
