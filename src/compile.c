@@ -28,6 +28,9 @@ typedef struct {
     int interp;         /* 1: the interpreter runs the node's primitive */
     Kernel *k;          /* compiled: its kernel and entry */
     void *fn;
+    GemmSpec *gemm;     /* or a dot through the target's template: */
+    uint32_t root[2];   /* the buffers A and B are views of */
+    int64_t off[2];     /* and where the views start, in elements */
 } Step;
 
 struct Program {
@@ -70,6 +73,10 @@ static void last_uses(const Program *p, int *last)
         const Node *n = &p->g->nodes[p->steps[s].node];
         if (p->steps[s].interp) {
             for (int i = 0; i < n->nsrc; i++) last[n->src[i]] = s;
+            continue;
+        }
+        if (p->steps[s].gemm) {
+            last[p->steps[s].root[0]] = last[p->steps[s].root[1]] = s;
             continue;
         }
         for (int b = 1; b < p->steps[s].k->nbufs; b++) last[p->steps[s].k->bufs[b].node] = s;
@@ -125,6 +132,86 @@ static int plan(kn_ctx *ctx, Program *p)
 
 /* ---- building the steps ---- */
 
+/* ---- dots through the target's template ---- */
+
+/* The buffer a dot operand u is a view of, with u's strides and offset over
+ * it, following permute, expand, slice and reshape. 0 if u is not such a view. */
+static int operand_view(const Program *p, const Schedule *s, uint32_t u, uint32_t *root, int64_t *stride, int64_t *off)
+{
+    const Node *n = &p->g->nodes[u];
+    if (s->materialised[u]) {
+        *root = u, *off = 0;
+        tensor_contig_strides(n->ndim, n->shape, stride);
+        return 1;
+    }
+    if (kn_opinfo[n->op].cls != OC_MOVE || n->op == OP_PAD) return 0;
+    const Node *m = &p->g->nodes[n->src[0]];
+    int64_t st[KN_MAX_DIMS];
+    if (!operand_view(p, s, n->src[0], root, st, off)) return 0;
+    switch (n->op) {
+    case OP_PERMUTE:
+        for (int d = 0; d < n->ndim; d++) stride[d] = st[n->p.i[d]];
+        return 1;
+    case OP_EXPAND:
+        for (int d = 0; d < n->ndim; d++) stride[d] = m->shape[d] == n->shape[d] ? st[d] : 0;
+        return 1;
+    case OP_SLICE:
+        memcpy(stride, st, sizeof st);
+        *off += n->p.i[1] * st[n->p.i[0]];
+        stride[n->p.i[0]] *= n->p.i[3];
+        return 1;
+    default: { /* OP_RESHAPE: a view only where the strides allow one */
+        kn_tensor t;
+        memset(&t, 0, sizeof t);
+        t.ndim = m->ndim;
+        memcpy(t.shape, m->shape, sizeof t.shape);
+        memcpy(t.stride, st, sizeof t.stride);
+        return prim_view_strides(&t, n->ndim, n->shape, stride);
+    }
+    }
+}
+
+/* The one stride of the batch dims [0, nb), or 0 if they do not collapse. */
+static int batch_stride(int nb, const Dim *shape, const int64_t *stride, int64_t *out)
+{
+    int64_t s = 0;
+    int seen = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        if (shape[d] == 1) continue;
+        if (!seen) s = stride[d], seen = 1;
+        else if (stride[d] != s * shape[d + 1]) return 0; /* TODO with size-1 dims between */
+    }
+    *out = s;
+    return 1;
+}
+
+/* A dot of f32 or f64 over operands that are views of buffers, as a GemmSpec. */
+static int make_gemm(Program *p, const Schedule *s, Step *st)
+{
+    const Node *n = &p->g->nodes[st->node];
+    int nd = n->ndim, nb = nd - 2;
+    if (!p->t->render_dot || (n->dtype != KN_F32 && n->dtype != KN_F64)) return 0;
+    int64_t sa[KN_MAX_DIMS], sb[KN_MAX_DIMS];
+    if (!operand_view(p, s, n->src[0], &st->root[0], sa, &st->off[0]) ||
+        !operand_view(p, s, n->src[1], &st->root[1], sb, &st->off[1]))
+        return 0;
+    GemmSpec g;
+    memset(&g, 0, sizeof g);
+    if (!batch_stride(nb, n->shape, sa, &g.sa_b) || !batch_stride(nb, n->shape, sb, &g.sb_b)) return 0;
+    g.dtype = n->dtype == KN_F32 ? GEMM_F32 : GEMM_F64;
+    g.batch = tensor_numel(nb, n->shape);
+    g.M = n->shape[nd - 2], g.N = n->shape[nd - 1], g.K = p->g->nodes[n->src[0]].shape[nd - 1];
+    g.sa_m = sa[nd - 2], g.sa_k = sa[nd - 1], g.sb_k = sb[nd - 2], g.sb_n = sb[nd - 1];
+    if (g.M < 1 || g.N < 1 || g.K < 1) return 0;
+    char *name = arena_alloc(&p->arena, 24);
+    st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
+    if (!name || !st->gemm) return 0;
+    snprintf(name, 24, "g%u_dot", st->node);
+    g.name = name;
+    *st->gemm = g;
+    return 1;
+}
+
 /* Backend interp: every node but the inputs, in order, for graph_run. */
 static int all_nodes(kn_ctx *ctx, Program *p)
 {
@@ -145,6 +232,7 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
         st->node = s->kernels[i];
         st->interp = interp_only;
         if (interp_only) continue;
+        if (p->g->nodes[st->node].op == OP_DOT && p->t && make_gemm(p, s, st)) continue;
         st->k = arena_alloc(&p->arena, sizeof *st->k);
         if (!st->k) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
         int r = lower_kernel(ctx, p->g, s, st->node, ex, &p->arena, st->k);
@@ -160,22 +248,30 @@ static int load_kernels(kn_ctx *ctx, Program *p)
 {
     const Kernel **ks = arena_alloc(&p->arena, (size_t)(p->nsteps ? p->nsteps : 1) * sizeof *ks);
     if (!ks) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
-    int nk = 0;
+    int nk = 0, ng = 0;
+    for (int s = 0; s < p->nsteps; s++) {
+        if (p->steps[s].gemm) ng++;
+        else if (!p->steps[s].interp) ks[nk++] = p->steps[s].k;
+    }
+    p->nkernels = nk + ng;
+    p->ninterp = p->nsteps - nk - ng;
+    if (!nk && !ng) return 0;
+    /* one unit: the loop kernels, then each dot's template */
+    size_t len = nk ? p->t->render(ks, nk, NULL, 0) : 0;
     for (int s = 0; s < p->nsteps; s++)
-        if (!p->steps[s].interp) ks[nk++] = p->steps[s].k;
-    p->nkernels = nk;
-    p->ninterp = p->nsteps - nk;
-    if (!nk) return 0;
-    size_t len = p->t->render(ks, nk, NULL, 0);
+        if (p->steps[s].gemm) len += p->t->render_dot(p->steps[s].gemm, NULL, 0);
     char *src = arena_alloc(&p->arena, len + 1), why[512];
     if (!src) return kn_errs(ctx, KN_ENOMEM, "out of memory for %zu bytes of generated code", len);
-    p->t->render(ks, nk, src, len + 1);
+    size_t at = nk ? p->t->render(ks, nk, src, len + 1) : 0;
+    for (int s = 0; s < p->nsteps; s++)
+        if (p->steps[s].gemm) at += p->t->render_dot(p->steps[s].gemm, src + at, len + 1 - at);
     p->code_bytes = len;
     if (!(p->module = p->t->load(src, why))) return kn_errs(ctx, KN_EUNSUPPORTED, "backend %s: %s", p->t->name, why);
     for (int s = 0; s < p->nsteps; s++) {
         Step *st = &p->steps[s];
-        if (!st->interp && !(st->fn = p->t->sym(p->module, st->k->name)))
-            return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, st->k->name);
+        const char *name = st->gemm ? st->gemm->name : st->k ? st->k->name : NULL;
+        if (!st->interp && !(st->fn = p->t->sym(p->module, name)))
+            return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, name);
     }
     return 0;
 }
@@ -235,8 +331,23 @@ static kn_status run_interp(Program *p, const Step *st, kn_tensor **vals)
     return interp_run(p->ctx, (Op)n->op, out, src, &n->p);
 }
 
+static void *buffer_ptr(Program *p, uint32_t u, kn_tensor **vals)
+{
+    return vals[u] ? tensor_ptr(vals[u], vals[u]->offset) : (char *)p->mem + p->offset[u];
+}
+
+static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
+{
+    size_t es = kn_dtype_size((kn_dtype)p->g->nodes[st->node].dtype);
+    void *bufs[4] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
+                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL};
+    p->t->run(st->fn, bufs, NULL);
+    return KN_OK;
+}
+
 static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
 {
+    if (st->gemm) return run_gemm(p, st, vals);
     void *bufs[64];
     if (st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
     for (int b = 0; b < st->k->nbufs; b++) {

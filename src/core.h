@@ -209,6 +209,7 @@ kn_tensor *p_scatter_add(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx, kn_
 kn_tensor *p_where(kn_ctx *ctx, kn_tensor *c, kn_tensor *a, kn_tensor *b);
 kn_tensor *p_dot(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
 int prim_can_view(const kn_tensor *x, int ndim, const int64_t *shape); /* reshape without a copy? */
+int prim_view_strides(const kn_tensor *x, int ndim, const int64_t *shape, int64_t *stride); /* 0: needs a copy */
 
 /* ---- interpreter (interp.c): run one primitive on concrete tensors ---- */
 kn_status interp_run(kn_ctx *ctx, Op op, kn_tensor *out, kn_tensor *const *src, const Params *p);

@@ -327,6 +327,11 @@ static kn_tensor *eager_view(kn_ctx *ctx, Op op, kn_tensor *x, const Params *p, 
     return tensor_view(ctx, x, nd, shape, st, off);
 }
 
+int prim_view_strides(const kn_tensor *x, int nd, const int64_t *shape, int64_t *stride)
+{
+    return view_strides(x, nd, shape, stride);
+}
+
 int prim_can_view(const kn_tensor *x, int nd, const int64_t *shape)
 {
     int64_t st[KN_MAX_DIMS];

@@ -21,13 +21,33 @@
  *   it with cuModuleLoadData (both opened with dlopen); sym is
  *   cuModuleGetFunction; run is cuLaunchKernel with the grid the kernel's
  *   gpu loops give, buffers being device pointers.
- * So a target is at most these eight entries; each new one must earn its place.
+ * So a target is at most these eight entries (and an optional dot template); each new one must earn its place.
  */
 #ifndef KN_TARGET_H
 #define KN_TARGET_H
 
 #include "ir.h"
 
+/* A batched matrix product C = A B (+ bias, activation) over strided
+ * operands: what a target's dot template renders. C is contiguous
+ * (batch, M, N); A[t][m][k] is A[t*sa_b + m*sa_m + k*sa_k] in elements. */
+enum { GEMM_F32 = 0, GEMM_F64 = 1 };
+enum { GEMM_ACT_NONE = 0, GEMM_ACT_RELU = 1, GEMM_ACT_GELU_TANH = 2 };
+
+typedef struct GemmSpec {
+    const char *name;         /* the C identifier of the entry point */
+    int dtype;                /* GEMM_F32 or GEMM_F64 */
+    int64_t batch, M, N, K;   /* each >= 1 */
+    int64_t sa_b, sa_m, sa_k; /* A[t][m][k] is A[t*sa_b + m*sa_m + k*sa_k] (elements) */
+    int64_t sb_b, sb_k, sb_n; /* B[t][k][n] is B[t*sb_b + k*sb_k + n*sb_n] */
+    int bias;                 /* 1: b[3] is a bias of N elements added to every row */
+    int act;                  /* GEMM_ACT_* applied last */
+} GemmSpec;
+
+/* Renders the unit for s in dialect GEMM_SCALAR or GEMM_SIMD, as snprintf:
+ * writes at most cap bytes including the NUL and returns the length the
+ * whole text needs (buf may be NULL when cap is 0); 0 if the spec is
+ * invalid (no name, a size < 1, an unknown dtype, act or dialect). */
 typedef struct Target {
     const char *name;
     int (*available)(void);                                            /* usable on this machine? */
@@ -36,6 +56,8 @@ typedef struct Target {
     void *(*sym)(void *module, const char *name);                      /* a kernel's entry */
     void (*unload)(void *module);
     void (*run)(void *fn, void **bufs, const Kernel *k);               /* run one kernel */
+    /* optional: a dot as a tuned template, b[0] = C, b[1] = A, b[2] = B, b[3] = bias; snprintf-style */
+    size_t (*render_dot)(const GemmSpec *s, char *buf, size_t cap);
 } Target;
 
 extern const Target kn_target_c;   /* system cc, cached shared objects */

@@ -6,6 +6,7 @@
  */
 #include "../../port/port.h"
 #include "../../src/target.h"
+#include "gemm.h"
 #include "render.h"
 
 static int cc_available(void) { return port_jit_available(PORT_CC); }
@@ -30,6 +31,10 @@ static void *tcc_load(const char *src, char *why) { return port_jit(PORT_TCC, sr
 static void *sym(void *module, const char *name) { return port_jit_sym(module, name); }
 static void unload(void *module) { port_jit_free(module); }
 
+/* dots: packed SIMD micro-kernels for cc, the scalar tiled loop for tcc */
+static size_t cc_dot(const GemmSpec *s, char *buf, size_t cap) { return gemm_render(s, GEMM_SIMD, buf, cap); }
+static size_t tcc_dot(const GemmSpec *s, char *buf, size_t cap) { return gemm_render(s, GEMM_SCALAR, buf, cap); }
+
 typedef void (*KernelFn)(void **bufs);
 
 static void run(void *fn, void **bufs, const Kernel *k)
@@ -42,10 +47,10 @@ static void run(void *fn, void **bufs, const Kernel *k)
 
 const Target kn_target_c = {
     .name = "c", .available = cc_available, .render = c_render,
-    .load = cc_load, .sym = sym, .unload = unload, .run = run,
+    .load = cc_load, .sym = sym, .unload = unload, .run = run, .render_dot = cc_dot,
 };
 
 const Target kn_target_tcc = {
     .name = "tcc", .available = tcc_available, .render = c_render,
-    .load = tcc_load, .sym = sym, .unload = unload, .run = run,
+    .load = tcc_load, .sym = sym, .unload = unload, .run = run, .render_dot = tcc_dot,
 };

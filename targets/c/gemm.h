@@ -56,24 +56,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../src/target.h" /* GemmSpec */
+
 enum { GEMM_SCALAR = 0, GEMM_SIMD = 1 };
-enum { GEMM_F32 = 0, GEMM_F64 = 1 };
-enum { GEMM_ACT_NONE = 0, GEMM_ACT_RELU = 1, GEMM_ACT_GELU_TANH = 2 };
-
-typedef struct {
-    const char *name;         /* the C identifier of the entry point */
-    int dtype;                /* GEMM_F32 or GEMM_F64 */
-    int64_t batch, M, N, K;   /* each >= 1 */
-    int64_t sa_b, sa_m, sa_k; /* A[t][m][k] is A[t*sa_b + m*sa_m + k*sa_k] (elements) */
-    int64_t sb_b, sb_k, sb_n; /* B[t][k][n] is B[t*sb_b + k*sb_k + n*sb_n] */
-    int bias;                 /* 1: b[3] is a bias of N elements added to every row */
-    int act;                  /* GEMM_ACT_* applied last */
-} GemmSpec;
-
-/* Renders the unit for s in dialect GEMM_SCALAR or GEMM_SIMD, as snprintf:
- * writes at most cap bytes including the NUL and returns the length the
- * whole text needs (buf may be NULL when cap is 0); 0 if the spec is
- * invalid (no name, a size < 1, an unknown dtype, act or dialect). */
 size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
 
 #endif
