@@ -159,6 +159,7 @@ void *kn_err_null(kn_ctx *ctx, const char *operand);           /* NULL operand *
  * NULL while an error is pending is the failed result of an earlier call and
  * must not silently become "absent". 1 if the op may go on. */
 int optional_ok(const kn_ctx *ctx, const kn_tensor *t);
+size_t kn_appendf(char *buf, size_t cap, size_t len, const char *fmt, ...); /* snprintf-style append */
 const char *op_enter(kn_ctx *ctx, const char *name);
 void op_leave(kn_ctx *ctx, const char *saved);
 kn_tensor *op_leave_with(kn_ctx *ctx, const char *saved, kn_tensor *v);

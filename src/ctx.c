@@ -155,6 +155,17 @@ kn_tensor *op_leave_with(kn_ctx *ctx, const char *saved, kn_tensor *v)
     return v;
 }
 
+/* snprintf onto the end of buf's text at len: returns the new length, which
+ * keeps counting past cap so callers learn the size they need. */
+size_t kn_appendf(char *buf, size_t cap, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, fmt, ap);
+    va_end(ap);
+    return len + (n > 0 ? (size_t)n : 0);
+}
+
 /* ---- scopes ---- */
 
 void kn_scope_begin(kn_ctx *ctx)

@@ -87,26 +87,17 @@ uint32_t graph_add(Graph *g, const Node *n)
  *   %3 = add f32 (4,8) %1 %2
  *   %5 = reduce_max f32 (4,1) %4 [0,1]           params follow in brackets
  */
-static size_t put(char *buf, size_t cap, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, fmt, ap);
-    va_end(ap);
-    return len + (n > 0 ? (size_t)n : 0);
-}
-
 static size_t dump_params(const Node *n, char *buf, size_t cap, size_t len)
 {
     const Params *p = &n->p;
     if (p->n) {
-        len = put(buf, cap, len, " [");
-        for (int i = 0; i < p->n; i++) len = put(buf, cap, len, "%s%lld", i ? "," : "", (long long)p->i[i]);
-        len = put(buf, cap, len, "]");
+        len = kn_appendf(buf, cap, len, " [");
+        for (int i = 0; i < p->n; i++) len = kn_appendf(buf, cap, len, "%s%lld", i ? "," : "", (long long)p->i[i]);
+        len = kn_appendf(buf, cap, len, "]");
     }
-    if (n->op == OP_FULL || n->op == OP_PAD) len = put(buf, cap, len, " value=%.17g", p->f);
-    if (n->op == OP_IOTA) len = put(buf, cap, len, " axis=%d", p->axis);
-    if (n->op == OP_RAND) len = put(buf, cap, len, " seed=%llu ctr=%llu", (unsigned long long)p->seed,
+    if (n->op == OP_FULL || n->op == OP_PAD) len = kn_appendf(buf, cap, len, " value=%.17g", p->f);
+    if (n->op == OP_IOTA) len = kn_appendf(buf, cap, len, " axis=%d", p->axis);
+    if (n->op == OP_RAND) len = kn_appendf(buf, cap, len, " seed=%llu ctr=%llu", (unsigned long long)p->seed,
                                     (unsigned long long)p->ctr);
     return len;
 }
@@ -117,15 +108,15 @@ size_t graph_dump(const Graph *g, char *buf, size_t cap)
     if (cap) buf[0] = 0;
     for (uint32_t i = 1; i < g->n; i++) {
         const Node *n = &g->nodes[i];
-        len = put(buf, cap, len, "%%%u = %s %s (", i, kn_opinfo[n->op].name, kn_dtype_name((kn_dtype)n->dtype));
+        len = kn_appendf(buf, cap, len, "%%%u = %s %s (", i, kn_opinfo[n->op].name, kn_dtype_name((kn_dtype)n->dtype));
         for (int d = 0; d < n->ndim; d++) {
-            if (DIM_IS_SYM(n->shape[d])) len = put(buf, cap, len, "%s#%lld", d ? "," : "", (long long)-n->shape[d]);
-            else len = put(buf, cap, len, "%s%lld", d ? "," : "", (long long)n->shape[d]);
+            if (DIM_IS_SYM(n->shape[d])) len = kn_appendf(buf, cap, len, "%s#%lld", d ? "," : "", (long long)-n->shape[d]);
+            else len = kn_appendf(buf, cap, len, "%s%lld", d ? "," : "", (long long)n->shape[d]);
         }
-        len = put(buf, cap, len, ")");
-        for (int s = 0; s < n->nsrc; s++) len = put(buf, cap, len, " %%%u", n->src[s]);
+        len = kn_appendf(buf, cap, len, ")");
+        for (int s = 0; s < n->nsrc; s++) len = kn_appendf(buf, cap, len, " %%%u", n->src[s]);
         len = dump_params(n, buf, cap, len);
-        len = put(buf, cap, len, "\n");
+        len = kn_appendf(buf, cap, len, "\n");
     }
     return len;
 }

@@ -127,15 +127,6 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
     return 0;
 }
 
-static size_t put(char *buf, size_t cap, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, fmt, ap);
-    va_end(ap);
-    return len + (n > 0 ? (size_t)n : 0);
-}
-
 /* The unmaterialised nodes kernel node v pulls in, depth first. */
 static size_t dump_fused(const Graph *g, const Schedule *s, uint32_t v, char *buf, size_t cap, size_t len)
 {
@@ -144,7 +135,7 @@ static size_t dump_fused(const Graph *g, const Schedule *s, uint32_t v, char *bu
         uint32_t u = n->src[i];
         if (s->materialised[u]) continue;
         len = dump_fused(g, s, u, buf, cap, len);
-        len = put(buf, cap, len, " %%%u %s", u, kn_opinfo[g->nodes[u].op].name);
+        len = kn_appendf(buf, cap, len, " %%%u %s", u, kn_opinfo[g->nodes[u].op].name);
     }
     return len;
 }
@@ -155,9 +146,9 @@ size_t sched_dump(const Graph *g, const Schedule *s, char *buf, size_t cap)
     if (cap) buf[0] = 0;
     for (int k = 0; k < s->nkernels; k++) {
         uint32_t v = s->kernels[k];
-        len = put(buf, cap, len, "%%%u %s <-", v, kn_opinfo[g->nodes[v].op].name);
+        len = kn_appendf(buf, cap, len, "%%%u %s <-", v, kn_opinfo[g->nodes[v].op].name);
         len = dump_fused(g, s, v, buf, cap, len);
-        len = put(buf, cap, len, "\n");
+        len = kn_appendf(buf, cap, len, "\n");
     }
     return len;
 }
