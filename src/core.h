@@ -10,12 +10,20 @@
 #ifndef KN_CORE_H
 #define KN_CORE_H
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kiln.h"
 #include "ops.h"
+
+/* printf-style functions: the compiler checks their formats */
+#if defined(__GNUC__)
+#define KN_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define KN_PRINTF(f, a)
+#endif
 
 #define KN_ASSERT(c) ((c) ? (void)0 : kn_assert_fail(__FILE__, __LINE__, #c))
 void kn_assert_fail(const char *file, int line, const char *cond);
@@ -152,14 +160,14 @@ struct kn_ctx {
 };
 
 /* ---- errors ---- */
-void *kn_err(kn_ctx *ctx, kn_status s, const char *fmt, ...);  /* returns NULL */
-kn_status kn_errs(kn_ctx *ctx, kn_status s, const char *fmt, ...); /* returns s */
+void *kn_err(kn_ctx *ctx, kn_status s, const char *fmt, ...) KN_PRINTF(3, 4);     /* returns NULL */
+kn_status kn_errs(kn_ctx *ctx, kn_status s, const char *fmt, ...) KN_PRINTF(3, 4); /* returns s */
 void *kn_err_null(kn_ctx *ctx, const char *operand);           /* NULL operand */
 /* An optional operand (bias, weight, mask) may be NULL for "absent"; but a
  * NULL while an error is pending is the failed result of an earlier call and
  * must not silently become "absent". 1 if the op may go on. */
 int optional_ok(const kn_ctx *ctx, const kn_tensor *t);
-size_t kn_appendf(char *buf, size_t cap, size_t len, const char *fmt, ...); /* snprintf-style append */
+size_t kn_appendf(char *buf, size_t cap, size_t len, const char *fmt, ...) KN_PRINTF(4, 5); /* snprintf-style append */
 const char *op_enter(kn_ctx *ctx, const char *name);
 void op_leave(kn_ctx *ctx, const char *saved);
 kn_tensor *op_leave_with(kn_ctx *ctx, const char *saved, kn_tensor *v);

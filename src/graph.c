@@ -96,7 +96,7 @@ static size_t dump_params(const Node *n, char *buf, size_t cap, size_t len)
         len = kn_appendf(buf, cap, len, "]");
     }
     if (n->op == OP_FULL || n->op == OP_PAD) len = kn_appendf(buf, cap, len, " value=%.17g", p->f);
-    if (n->op == OP_IOTA) len = kn_appendf(buf, cap, len, " axis=%d", p->axis);
+    if (n->op == OP_IOTA) len = kn_appendf(buf, cap, len, " axis=%d", (int)p->axis);
     if (n->op == OP_RAND) len = kn_appendf(buf, cap, len, " seed=%llu ctr=%llu", (unsigned long long)p->seed,
                                     (unsigned long long)p->ctr);
     return len;
@@ -108,13 +108,13 @@ size_t graph_dump(const Graph *g, char *buf, size_t cap)
     if (cap) buf[0] = 0;
     for (uint32_t i = 1; i < g->n; i++) {
         const Node *n = &g->nodes[i];
-        len = kn_appendf(buf, cap, len, "%%%u = %s %s (", i, kn_opinfo[n->op].name, kn_dtype_name((kn_dtype)n->dtype));
+        len = kn_appendf(buf, cap, len, "%%%" PRIu32 " = %s %s (", i, kn_opinfo[n->op].name, kn_dtype_name((kn_dtype)n->dtype));
         for (int d = 0; d < n->ndim; d++) {
             if (DIM_IS_SYM(n->shape[d])) len = kn_appendf(buf, cap, len, "%s#%lld", d ? "," : "", (long long)-n->shape[d]);
             else len = kn_appendf(buf, cap, len, "%s%lld", d ? "," : "", (long long)n->shape[d]);
         }
         len = kn_appendf(buf, cap, len, ")");
-        for (int s = 0; s < n->nsrc; s++) len = kn_appendf(buf, cap, len, " %%%u", n->src[s]);
+        for (int s = 0; s < n->nsrc; s++) len = kn_appendf(buf, cap, len, " %%%" PRIu32 "", n->src[s]);
         len = dump_params(n, buf, cap, len);
         len = kn_appendf(buf, cap, len, "\n");
     }
@@ -127,16 +127,16 @@ int graph_verify(kn_ctx *ctx, const Graph *g)
 {
     for (uint32_t i = 1; i < g->n; i++) {
         const Node *n = &g->nodes[i];
-        if (n->op >= OP_COUNT) return kn_errs(ctx, KN_EINVAL, "verify: node %%%u has bad op %u", i, n->op);
+        if (n->op >= OP_COUNT) return kn_errs(ctx, KN_EINVAL, "verify: node %%%" PRIu32 " has bad op %d", i, (int)n->op);
         if (n->nsrc != kn_opinfo[n->op].nsrc)
-            return kn_errs(ctx, KN_EINVAL, "verify: node %%%u (%s) has %d sources, expected %d", i,
+            return kn_errs(ctx, KN_EINVAL, "verify: node %%%" PRIu32 " (%s) has %d sources, expected %d", i,
                            kn_opinfo[n->op].name, n->nsrc, kn_opinfo[n->op].nsrc);
         uint8_t dts[3], nds[3], odt = 0, ond = 0;
         const Dim *shs[3];
         Dim osh[KN_MAX_DIMS];
         for (int s = 0; s < n->nsrc; s++) {
             if (n->src[s] == 0 || n->src[s] >= i)
-                return kn_errs(ctx, KN_EINVAL, "verify: node %%%u source %d (%%%u) does not precede it", i, s, n->src[s]);
+                return kn_errs(ctx, KN_EINVAL, "verify: node %%%" PRIu32 " source %d (%%%" PRIu32 ") does not precede it", i, s, n->src[s]);
             const Node *m = &g->nodes[n->src[s]];
             dts[s] = m->dtype, nds[s] = m->ndim, shs[s] = m->shape;
         }
@@ -144,10 +144,10 @@ int graph_verify(kn_ctx *ctx, const Graph *g)
         if (prim_shape(ctx, (Op)n->op, n->nsrc, dts, nds, shs, &n->p, &odt, &ond, osh) != KN_OK) {
             char why[sizeof ctx->err];
             snprintf(why, sizeof why, "%s", ctx->err);
-            return kn_errs(ctx, KN_EINVAL, "verify: node %%%u: %s", i, why);
+            return kn_errs(ctx, KN_EINVAL, "verify: node %%%" PRIu32 ": %s", i, why);
         }
         if (odt != n->dtype || ond != n->ndim || memcmp(osh, n->shape, ond * sizeof(Dim)) != 0)
-            return kn_errs(ctx, KN_EINVAL, "verify: node %%%u (%s) records a dtype or shape its rule does not give", i,
+            return kn_errs(ctx, KN_EINVAL, "verify: node %%%" PRIu32 " (%s) records a dtype or shape its rule does not give", i,
                            kn_opinfo[n->op].name);
     }
     return 0;

@@ -232,7 +232,7 @@ int lower_kernel(kn_ctx *ctx, const Graph *g, const Schedule *s, uint32_t v, Exp
     for (int d = 0; d < n->ndim; d++)
         if (DIM_IS_SYM(n->shape[d])) return kn_errs(ctx, KN_EUNSUPPORTED, "lower: symbolic shapes are not lowered yet");
     char name[32];
-    snprintf(name, sizeof name, "k%u_%s", v, kn_opinfo[n->op].name);
+    snprintf(name, sizeof name, "k%" PRIu32 "_%s", v, kn_opinfo[n->op].name);
     ir_init(k, a, ex, name);
     Lower l;
     memset(&l, 0, sizeof l);

@@ -51,10 +51,10 @@ static kn_status node_check(kn_ctx *ctx, const Graph *g, uint32_t id)
 {
     const Node *n = &g->nodes[id];
     if (n->op >= OP_COUNT || n->nsrc != kn_opinfo[n->op].nsrc || n->ndim > KN_MAX_DIMS)
-        return kn_errs(ctx, KN_EINVAL, "node %%%u has a bad op, source count or rank", id);
+        return kn_errs(ctx, KN_EINVAL, "node %%%" PRIu32 " has a bad op, source count or rank", id);
     for (int s = 0; s < n->nsrc; s++)
         if (n->src[s] == 0 || n->src[s] >= id)
-            return kn_errs(ctx, KN_EINVAL, "node %%%u (%s): source %d (%%%u) does not precede it", id,
+            return kn_errs(ctx, KN_EINVAL, "node %%%" PRIu32 " (%s): source %d (%%%" PRIu32 ") does not precede it", id,
                            kn_opinfo[n->op].name, s, n->src[s]);
     return KN_OK;
 }
@@ -65,7 +65,7 @@ static kn_status concrete_check(kn_ctx *ctx, const Graph *g, uint32_t id)
     const Node *n = &g->nodes[id];
     for (int d = 0; d < n->ndim; d++)
         if (DIM_IS_SYM(n->shape[d]))
-            return kn_errs(ctx, KN_EUNSUPPORTED, "node %%%u (%s) has a symbolic dim %d; bind its symbols first", id,
+            return kn_errs(ctx, KN_EUNSUPPORTED, "node %%%" PRIu32 " (%s) has a symbolic dim %d; bind its symbols first", id,
                            kn_opinfo[n->op].name, d);
     return KN_OK;
 }
@@ -79,7 +79,7 @@ static kn_status value_check(kn_ctx *ctx, const Graph *g, uint32_t id, const kn_
     for (int d = 0; same && d < n->ndim; d++) same = t->shape[d] == n->shape[d];
     if (same) return KN_OK;
     char have[96], want[96];
-    return kn_errs(ctx, KN_ESHAPE, "the value of %%%u (%s) is %s %s, but the node is %s %s", id,
+    return kn_errs(ctx, KN_ESHAPE, "the value of %%%" PRIu32 " (%s) is %s %s, but the node is %s %s", id,
                    kn_opinfo[n->op].name, kn_dtype_name((kn_dtype)t->dtype), fmt_shape(have, sizeof have, t),
                    kn_dtype_name((kn_dtype)n->dtype), fmt_dims(want, sizeof want, n->ndim, n->shape));
 }
@@ -87,25 +87,25 @@ static kn_status value_check(kn_ctx *ctx, const Graph *g, uint32_t id, const kn_
 static kn_status run_node(kn_ctx *ctx, const Graph *g, uint32_t id, kn_tensor **vals)
 {
     if (id == 0 || id >= g->n)
-        return kn_errs(ctx, KN_EINVAL, "the program names node %%%u, but the graph has %%1..%%%u", id, g->n - 1);
+        return kn_errs(ctx, KN_EINVAL, "the program names node %%%" PRIu32 ", but the graph has %%1..%%%" PRIu32 "", id, g->n - 1);
     if (node_check(ctx, g, id) || concrete_check(ctx, g, id)) return ctx->status;
     const Node *n = &g->nodes[id];
     if (n->op == OP_INPUT) {
         if (!vals[id])
-            return kn_errs(ctx, KN_EINVAL, "input %%%u (graph input %lld) has no value", id, (long long)n->p.i[0]);
+            return kn_errs(ctx, KN_EINVAL, "input %%%" PRIu32 " (graph input %lld) has no value", id, (long long)n->p.i[0]);
         return value_check(ctx, g, id, vals[id]);
     }
     kn_tensor *src[3] = {NULL, NULL, NULL};
     for (int s = 0; s < n->nsrc; s++) {
         uint32_t u = n->src[s];
         if (!vals[u])
-            return kn_errs(ctx, KN_EINVAL, "node %%%u (%s) reads %%%u (%s), which has no value yet", id,
+            return kn_errs(ctx, KN_EINVAL, "node %%%" PRIu32 " (%s) reads %%%" PRIu32 " (%s), which has no value yet", id,
                            kn_opinfo[n->op].name, u, kn_opinfo[g->nodes[u].op].name);
         if (value_check(ctx, g, u, vals[u])) return ctx->status;
         src[s] = vals[u];
     }
     kn_tensor *t = prim(ctx, (Op)n->op, src, &n->p);
-    if (!t) return ctx->status ? ctx->status : kn_errs(ctx, KN_ENOMEM, "node %%%u: no result", id);
+    if (!t) return ctx->status ? ctx->status : kn_errs(ctx, KN_ENOMEM, "node %%%" PRIu32 ": no result", id);
     vals[id] = t;
     return value_check(ctx, g, id, t);
 }
@@ -298,7 +298,7 @@ static kn_status check_ids(kn_ctx *ctx, const Graph *g, const uint32_t *ids, int
     if (n < 0 || (n > 0 && !ids)) return kn_errs(ctx, KN_EINVAL, "%s: %d ids", what, n);
     for (int i = 0; i < n; i++)
         if (ids[i] == 0 || ids[i] >= g->n)
-            return kn_errs(ctx, KN_EINVAL, "%s %d is %%%u, not a node of the graph (%%1..%%%u)", what, i, ids[i],
+            return kn_errs(ctx, KN_EINVAL, "%s %d is %%%" PRIu32 ", not a node of the graph (%%1..%%%" PRIu32 ")", what, i, ids[i],
                            g->n - 1);
     return KN_OK;
 }

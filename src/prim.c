@@ -191,7 +191,7 @@ kn_status prim_shape(kn_ctx *ctx, Op op, int nsrc, const uint8_t *dts, const uin
         *ondim = p->n;
         for (int i = 0; i < p->n; i++) oshape[i] = p->i[i];
         if (op == OP_IOTA && (p->axis < 0 || p->axis >= (p->n ? p->n : 1)))
-            return kn_errs(ctx, KN_EINVAL, "iota: axis %d out of range", p->axis);
+            return kn_errs(ctx, KN_EINVAL, "iota: axis %d out of range", (int)p->axis);
         return KN_OK;
     case OC_UNARY:
     case OC_BINARY:

@@ -135,7 +135,7 @@ static size_t dump_fused(const Graph *g, const Schedule *s, uint32_t v, char *bu
         uint32_t u = n->src[i];
         if (s->materialised[u]) continue;
         len = dump_fused(g, s, u, buf, cap, len);
-        len = kn_appendf(buf, cap, len, " %%%u %s", u, kn_opinfo[g->nodes[u].op].name);
+        len = kn_appendf(buf, cap, len, " %%%" PRIu32 " %s", u, kn_opinfo[g->nodes[u].op].name);
     }
     return len;
 }
@@ -146,7 +146,7 @@ size_t sched_dump(const Graph *g, const Schedule *s, char *buf, size_t cap)
     if (cap) buf[0] = 0;
     for (int k = 0; k < s->nkernels; k++) {
         uint32_t v = s->kernels[k];
-        len = kn_appendf(buf, cap, len, "%%%u %s <-", v, kn_opinfo[g->nodes[v].op].name);
+        len = kn_appendf(buf, cap, len, "%%%" PRIu32 " %s <-", v, kn_opinfo[g->nodes[v].op].name);
         len = dump_fused(g, s, v, buf, cap, len);
         len = kn_appendf(buf, cap, len, "\n");
     }
