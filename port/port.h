@@ -29,6 +29,33 @@ int port_write_file(const char *path, const void *data, size_t size, char *why);
 /* number of hardware threads (1 where unknown) */
 int port_ncpu(void);
 
+/* ---- a thread pool ----
+ *
+ *     static void square(void *arg, int i) { float *x = arg; x[i] *= x[i]; }
+ *     port_parallel_for(n, square, x);   // every i in [0, n) once, on up to port_threads() threads
+ *
+ * port_threads() is the number of threads parallel work may use: the last
+ * port_set_threads(n > 0), else $KILN_NUM_THREADS (read once, at the first
+ * call) if it is a positive integer, else port_ncpu(); at most
+ * PORT_MAX_THREADS, and always 1 on wasm and bare metal. port_set_threads(0)
+ * goes back to that default; call it while no parallel_for runs.
+ *
+ * port_parallel_for runs fn(arg, i) once for each i in [0, n), the calling
+ * thread taking part, and returns when all have returned; it returns the
+ * number of threads that took part (1: it ran inline, as it does for n <= 1,
+ * one thread, wasm, bare metal, or a call from inside fn). Indices are
+ * handed out one at a time under a lock, in no fixed order: meant for a few
+ * coarse tasks (a GEMM's column blocks), not for millions of tiny ones.
+ * Posix: port_threads() - 1 workers are started (pthreads) the first time
+ * they are needed, then sleep on a condition variable between calls; more
+ * are started if port_threads() grows. They are never joined: they live
+ * until the process exits. Calls from several threads are safe but
+ * serialised by a mutex (one runs at a time). */
+enum { PORT_MAX_THREADS = 64 };
+int port_parallel_for(int n, void (*fn)(void *arg, int i), void *arg);
+int port_threads(void);
+void port_set_threads(int n);
+
 /* the name of this port: "posix", "wasm", "baremetal" */
 const char *port_name(void);
 

@@ -47,6 +47,148 @@ int port_ncpu(void)
 
 const char *port_name(void) { return "posix"; }
 
+/* ---- thread pool ----
+ *
+ * One job at a time (call_lock). The caller publishes fn, arg and n under
+ * lock, bumps gen and wakes the workers; every worker whose id is below
+ * job_helpers takes indices from next until none are left, then counts
+ * itself out of running; the caller takes indices too and waits for running
+ * to reach 0, so no worker can still be inside fn, or miss a generation,
+ * when it returns. A pthread key marks the threads inside a job (the workers
+ * and the caller), so that a nested call runs inline instead of deadlocking.
+ */
+static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* serialises callers */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;      /* everything below */
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;        /* gen changed */
+static pthread_cond_t done = PTHREAD_COND_INITIALIZER;        /* running reached 0 */
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static pthread_key_t in_job;
+static int nworkers;        /* started, never stopped */
+static unsigned long gen;   /* one per job */
+static void (*job_fn)(void *, int);
+static void *job_arg;
+static int job_n, next, job_helpers, running;
+static int env_threads, set_threads; /* 0: unset */
+
+static void pool_init(void)
+{
+    const char *e = getenv("KILN_NUM_THREADS");
+    char *end;
+    long v = e ? strtol(e, &end, 10) : 0;
+    if (e && *e && !*end && v > 0) env_threads = v < PORT_MAX_THREADS ? (int)v : PORT_MAX_THREADS;
+    (void)pthread_key_create(&in_job, NULL);
+}
+
+int port_threads(void)
+{
+    pthread_once(&pool_once, pool_init);
+    int n = set_threads ? set_threads : env_threads ? env_threads : port_ncpu();
+    return n < PORT_MAX_THREADS ? n : PORT_MAX_THREADS;
+}
+
+void port_set_threads(int n) { set_threads = n > 0 ? (n < PORT_MAX_THREADS ? n : PORT_MAX_THREADS) : 0; }
+
+/* How long a thread polls before it sleeps: about 50-100 us, so that back-to-back jobs (a step's
+ * GEMMs) wake no one through the kernel, while an idle pool soon stops using the CPU. The lock
+ * still orders every access; the polls only read (GCC/clang builtins: C99 has no atomics). */
+enum { SPIN = 20000 };
+
+static void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Runs indices of the current job until none are left; lock held on entry and exit. */
+static void take_indices(void)
+{
+    while (next < job_n) {
+        int i = next++;
+        pthread_mutex_unlock(&lock);
+        job_fn(job_arg, i);
+        pthread_mutex_lock(&lock);
+    }
+}
+
+/* A worker's id and the generation current when it was made: it may first
+ * run after the job it was made for was published, and must not skip it. */
+static struct { int id; unsigned long gen; } born[PORT_MAX_THREADS];
+
+static void *worker(void *p)
+{
+    int id = *(const int *)p; /* born[id].id, the struct's first member */
+    pthread_setspecific(in_job, &in_job);
+    pthread_mutex_lock(&lock);
+    unsigned long seen = born[id].gen;
+    for (;;) {
+        if (gen == seen) { /* spin a little first: a futex wake-up costs tens of microseconds */
+            pthread_mutex_unlock(&lock);
+            for (int k = 0; k < SPIN && __atomic_load_n(&gen, __ATOMIC_ACQUIRE) == seen; k++) relax();
+            pthread_mutex_lock(&lock);
+        }
+        while (gen == seen) pthread_cond_wait(&wake, &lock);
+        seen = gen;
+        if (id >= job_helpers) continue;
+        take_indices();
+        __atomic_store_n(&running, running - 1, __ATOMIC_RELEASE);
+        if (running == 0) pthread_cond_signal(&done);
+    }
+    return NULL;
+}
+
+/* Starts workers until there are want (or pthread_create fails); call_lock held. */
+static void start_workers(int want)
+{
+    while (nworkers < want) {
+        pthread_t t;
+        pthread_attr_t at;
+        int ok = pthread_attr_init(&at) == 0;
+        ok = ok && pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED) == 0;
+        born[nworkers].id = nworkers;
+        born[nworkers].gen = gen; /* gen changes only under call_lock, which we hold */
+        ok = ok && pthread_create(&t, &at, worker, &born[nworkers]) == 0;
+        pthread_attr_destroy(&at);
+        if (!ok) break;
+        pthread_mutex_lock(&lock);
+        nworkers++;
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+int port_parallel_for(int n, void (*fn)(void *arg, int i), void *arg)
+{
+    int t = port_threads();
+    if (n <= 1 || t <= 1 || pthread_getspecific(in_job)) {
+        for (int i = 0; i < n; i++) fn(arg, i);
+        return 1;
+    }
+    pthread_mutex_lock(&call_lock);
+    start_workers(t - 1);
+    pthread_setspecific(in_job, &in_job);
+    pthread_mutex_lock(&lock);
+    job_fn = fn, job_arg = arg, job_n = n, next = 0;
+    int helpers = (n < t ? n : t) - 1;
+    if (helpers > nworkers) helpers = nworkers;
+    job_helpers = helpers;
+    __atomic_store_n(&running, helpers, __ATOMIC_RELEASE);
+    __atomic_store_n(&gen, gen + 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&wake);
+    take_indices();
+    if (running > 0) {
+        pthread_mutex_unlock(&lock);
+        for (int k = 0; k < SPIN && __atomic_load_n(&running, __ATOMIC_ACQUIRE) > 0; k++) relax();
+        pthread_mutex_lock(&lock);
+    }
+    while (running > 0) pthread_cond_wait(&done, &lock);
+    pthread_mutex_unlock(&lock);
+    pthread_setspecific(in_job, NULL);
+    pthread_mutex_unlock(&call_lock);
+    return helpers + 1;
+}
+
 /* ---- JIT ---- */
 
 /* jit_tcc.c: libtcc, or stubs that say it is not built in */

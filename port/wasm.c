@@ -17,6 +17,18 @@ int port_write_file(const char *path, const void *data, size_t size, char *why)
 
 int port_ncpu(void) { return 1; }
 
+/* ---- one thread: parallel work runs inline ---- */
+
+int port_threads(void) { return 1; }
+
+void port_set_threads(int n) { (void)n; }
+
+int port_parallel_for(int n, void (*fn)(void *arg, int i), void *arg)
+{
+    for (int i = 0; i < n; i++) fn(arg, i);
+    return 1;
+}
+
 const char *port_name(void) { return "wasm"; }
 
 /* No compiler runs inside a WASI instance; targets/wasm emits module bytes instead. */

@@ -2,7 +2,10 @@
  * bench.c — `kiln bench gemm` and `kiln bench ops` (see bench.h).
  *
  * Method (shared/BENCHMARKS.md): kiln and its peer side by side in one run,
- * same thread count (1: kiln is single-threaded; OpenBLAS is told so);
+ * same thread count: port_threads() (KILN_NUM_THREADS, else the cores), which
+ * kiln-c's GEMMs split over and OpenBLAS is told (openblas_set_num_threads);
+ * the rest of kiln (elementwise kernels, tcc's scalar GEMM, the interpreter)
+ * runs on one thread;
  * every result is checked before it is timed, and a wrong one is reported
  * as an error, never timed. A measurement: the check run (which warms up),
  * then n timed samples (n from 5 to 30, about 1 s in all; one sample may
@@ -279,7 +282,7 @@ static const char *be_name(CompileBackend be) { return be == BACKEND_TCC ? "kiln
 typedef void (*SgemmFn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, float beta, float *c, int ldc);
 static SgemmFn blas_sgemm;
-static int blas_threads_set; /* 1 if openblas_set_num_threads(1) was called */
+static int blas_threads_set; /* openblas_set_num_threads(blas_threads_set) was called; 0: not */
 static char blas_why[160];
 
 static int blas_open(void)
@@ -303,8 +306,8 @@ static int blas_open(void)
     if (q) {
         void (*set)(int);
         memcpy(&set, &q, sizeof q);
-        set(1);
-        blas_threads_set = 1;
+        blas_threads_set = port_threads();
+        set(blas_threads_set);
     }
     return 1;
 #else
@@ -447,9 +450,10 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
         if (im == I_BLAS) {
             br.a = a, br.b = bb, br.c = C, br.m = (int)M, br.k = (int)K, br.n = (int)N;
             fn = run_blas, arg = &br;
-            snprintf(note, sizeof note, "1 thread (%s); %s",
-                     blas_threads_set ? "openblas_set_num_threads(1)" : "no openblas_set_num_threads: its default",
-                     checked);
+            if (blas_threads_set)
+                snprintf(note, sizeof note, "%d thread%s (openblas_set_num_threads(%d)); %s", blas_threads_set,
+                         blas_threads_set > 1 ? "s" : "", blas_threads_set, checked);
+            else snprintf(note, sizeof note, "no openblas_set_num_threads: its default threads; %s", checked);
         } else if (im == I_EAGER) {
             er.ctx = ctx, er.a = A, er.b = Bm, er.keep = C, er.keep_n = cn;
             fn = run_eager, arg = &er;
@@ -468,8 +472,9 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
             program_stats(p, &st);
             pr.ctx = ctx, pr.p = p, pr.g = g, pr.nouts = 1, pr.keep = C, pr.keep_n = cn;
             fn = run_prog, arg = &pr;
-            snprintf(note, sizeof note, "compile %.1f ms; %d kernels on %s; 1 thread; %s", cms, st.kernels,
-                     st.backend, checked);
+            int th = be == BACKEND_C ? port_threads() : 1; /* tcc's scalar GEMM has no threads */
+            snprintf(note, sizeof note, "compile %.1f ms; %d kernels on %s; %d thread%s; %s", cms, st.kernels,
+                     st.backend, th, th > 1 ? "s" : "", checked);
         }
         t0 = now_ms();
         bad = fn(arg);
@@ -514,8 +519,13 @@ done:
 static void header(B *b, const char *suite)
 {
     if (b->o->json) return;
-    outf(b, "kiln bench %s%s%s: kiln single-threaded; medians of n runs (min..max); ratio = peer time / this time",
-         suite, b->o->quick ? " --quick" : "", b->o->smoke ? " --smoke" : "");
+    char threads[96];
+    if (!strcmp(suite, "gemm"))
+        snprintf(threads, sizeof threads, "kiln-c and openblas on %d thread%s (KILN_NUM_THREADS), the rest 1",
+                 port_threads(), port_threads() > 1 ? "s" : "");
+    else snprintf(threads, sizeof threads, "kiln single-threaded");
+    outf(b, "kiln bench %s%s%s: %s; medians of n runs (min..max); ratio = peer time / this time", suite,
+         b->o->quick ? " --quick" : "", b->o->smoke ? " --smoke" : "", threads);
     outf(b, "%-5s %-22s %-11s %13s %-22s %-4s %-18s %-18s %s", "suite", "case", "impl", "median", "(min..max)", "n",
          "rate", "speed vs peer", "note");
 }
@@ -528,10 +538,9 @@ int bench_gemm(const BenchOpts *o)
     kn_manual_seed(ctx, 1);
     header(&b, "gemm");
     if (!o->json) {
-        if (blas_open())
-            outf(&b, "openblas: libopenblas.so.0, %s", blas_threads_set ? "1 thread (openblas_set_num_threads(1))"
-                                                                        : "its default thread count (no openblas_set_num_threads)");
-        else outf(&b, "openblas: %s", blas_why);
+        if (!blas_open()) outf(&b, "openblas: %s", blas_why);
+        else if (blas_threads_set) outf(&b, "openblas: libopenblas.so.0, openblas_set_num_threads(%d)", blas_threads_set);
+        else outf(&b, "openblas: libopenblas.so.0, its default thread count (no openblas_set_num_threads)");
         outf(&b, "case = MxKxN: A (M, K) times B (K, N), f32");
     }
     static const Shape smoke[] = {{16, 16, 16, "square"}, {32, 32, 32, "square"}, {32, 16, 24, "odd"}};

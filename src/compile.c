@@ -22,6 +22,8 @@
 #include "lower.h"
 #include "partition.h"
 #include "target.h"
+#include "../port/port.h"
+#include "../targets/c/gemm.h" /* KnParallel */
 
 typedef struct {
     uint32_t node;      /* the node it writes */
@@ -339,8 +341,10 @@ static void *buffer_ptr(Program *p, uint32_t u, kn_tensor **vals)
 static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
 {
     size_t es = kn_dtype_size((kn_dtype)p->g->nodes[st->node].dtype);
-    void *bufs[4] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
-                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL};
+    /* b[4]: the SIMD GEMM splits its columns over the port's threads (the scalar one ignores it) */
+    KnParallel par = {port_parallel_for, port_threads()};
+    void *bufs[5] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
+                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par};
     p->t->run(st->fn, bufs, NULL);
     return KN_OK;
 }

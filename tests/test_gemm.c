@@ -1,12 +1,14 @@
 /*
  * test_gemm.c — targets/c/gemm.c: the GEMM template against a naive
- * double-precision loop. Odd shapes (1x1x1, 7x13x5, 65x33x129, 128^3, a
- * batch of 3, a broadcast B), operands row-major, transposed and with padded
+ * double-precision loop. Odd shapes (1x1x1, 7x13x5, 65x33x129, 67x517x41,
+ * 128^3, batches of 2 and 3, a broadcast B), operands row-major, transposed and with padded
  * leading dimensions (strides), with and without the epilogue (bias, relu,
  * gelu_tanh); the scalar dialect through TinyCC, the SIMD dialect through cc,
  * every ISA copy this CPU can run (NAME_isa). Accuracy: max |err| <=
  * 1e-4 * sqrt(K) * max |ref| (f32 accumulation); guard values around C
- * must survive and C's old contents must not leak in. Where a compiler is
+ * must survive and C's old contents must not leak in. Threaded runs (b[4],
+ * 2 and 3 tasks over port_parallel_for) must equal one thread bitwise, and
+ * those of at least 2^20 multiply-adds must really split. Where a compiler is
  * not available (wasm, arm builds) a SKIP line is printed. No timing.
  */
 #include <stdlib.h>
@@ -105,6 +107,7 @@ static void case_free(Case *c)
 
 static void **case_bufs(Case *c, void **b)
 {
+    b[4] = NULL;
     size_t es = c->s.dtype == GEMM_F32 ? 4 : 8;
     int64_t i;
     for (i = 0; i < c->nc + 2 * GUARD; i++) set(c->Cg, c->s.dtype, i, SENTINEL);
@@ -151,13 +154,46 @@ static char *render(const GemmSpec *s, int dialect)
     return src;
 }
 
-static int isa_runs[3];
+static int isa_runs[3], par_runs, par_calls;
+
+/* port_parallel_for, counted */
+static int counted_for(int n, void (*fn)(void *, int), void *arg)
+{
+    par_calls++;
+    return port_parallel_for(n, fn, arg);
+}
+
+/* Runs ISA isa with 2 and 3 tasks on as many threads and checks C (guards included) against one
+ * thread's, Cg1. */
+static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1)
+{
+    size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
+    int big = c->s.batch * c->s.M * c->s.N * c->s.K >= (1 << 20), th;
+    for (th = 2; th <= 3; th++) {
+        void *bufs[5];
+        KnParallel par;
+        int calls = par_calls;
+        par.parallel_for = counted_for;
+        par.threads = th;
+        port_set_threads(th);
+        case_bufs(c, bufs);
+        bufs[4] = &par;
+        CHECK(fi(bufs, isa) == isa);
+        CHECK_MSG(memcmp(c->Cg, Cg1, bytes) == 0, "isa %d, %d threads, %lldx%lldx%lld batch %lld: C differs from "
+                  "one thread's", isa, th, (long long)c->s.M, (long long)c->s.N, (long long)c->s.K,
+                  (long long)c->s.batch);
+        CHECK_MSG(par_calls - calls == big, "isa %d, %d threads, %lld multiply-adds: %d parallel_for calls", isa, th,
+                  (long long)(c->s.batch * c->s.M * c->s.N * c->s.K), par_calls - calls);
+        par_runs += par_calls - calls;
+    }
+    port_set_threads(0);
+}
 
 static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la,
                      int lb, int bias, int act)
 {
     Case c;
-    void *bufs[4];
+    void *bufs[5];
     char why[256];
     case_init(&c, dt, batch, M, N, K, la, lb, bias, act);
     if (avail_tcc && dt == GEMM_F32) {
@@ -197,6 +233,12 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
                     CHECK(got == isa);
                     isa_runs[isa]++;
                     case_check(&c, names[isa]);
+                    void *Cg1 = malloc((size_t)(c.nc + 2 * GUARD) * (dt == GEMM_F32 ? 4 : 8));
+                    if (CHECK(Cg1 != NULL)) {
+                        memcpy(Cg1, c.Cg, (size_t)(c.nc + 2 * GUARD) * (dt == GEMM_F32 ? 4 : 8));
+                        run_threaded(&c, fi, isa, Cg1);
+                    }
+                    free(Cg1);
                 }
             }
         }
@@ -245,7 +287,8 @@ int main(void)
 {
     static const struct {
         int64_t batch, M, N, K;
-    } shapes[] = {{1, 1, 1, 1}, {1, 7, 13, 5}, {1, 65, 33, 129}, {1, 128, 128, 128}, {3, 17, 40, 33}, {2, 9, 70, 300}};
+    } shapes[] = {{1, 1, 1, 1}, {1, 7, 13, 5}, {1, 65, 33, 129}, {1, 128, 128, 128}, {3, 17, 40, 33}, {2, 9, 70, 300},
+                  {1, 67, 517, 41}, {2, 33, 70, 300}};
     /* (layout A, layout B, bias, act) per shape */
     static const int variants[][4] = {
         {0, 0, 0, GEMM_ACT_NONE}, {1, 0, 1, GEMM_ACT_RELU}, {0, 1, 1, GEMM_ACT_GELU_TANH},
@@ -264,8 +307,8 @@ int main(void)
                          variants[j][1], variants[j][2], variants[j][3]);
         run_case(tcc, cc, GEMM_F64, 1, 7, 13, 5, 0, 0, 1, GEMM_ACT_RELU);
         run_case(tcc, cc, GEMM_F64, 2, 65, 33, 129, 1, 2, 1, GEMM_ACT_GELU_TANH);
-        if (cc) printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases\n", isa_runs[0], isa_runs[1],
-                       isa_runs[2]);
+        if (cc) printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split\n",
+                       isa_runs[0], isa_runs[1], isa_runs[2], par_runs);
     }
     TEST_END("gemm");
 }

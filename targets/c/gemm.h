@@ -2,7 +2,8 @@
  * gemm.h — targets/c: the GEMM template. One spec in, one self-contained C
  * translation unit out, defining
  *
- *     void NAME(void **b);   // b[0] = C, b[1] = A, b[2] = B, b[3] = bias (if any)
+ *     void NAME(void **b);   // b[0] = C, b[1] = A, b[2] = B, b[3] = bias (if any),
+ *                            // b[4] = const KnParallel * or NULL (b has 5 entries)
  *
  * that computes, for every batch index t < batch,
  *
@@ -39,15 +40,21 @@
  *   No -march flags are needed (none should be passed). Packing scratch is
  *   a static, 64-byte-aligned buffer per ISA copy sized for this spec's
  *   blocks (zero-filled bss: untouched copies cost no memory), so no malloc
- *   on any path; NAME is therefore not reentrant. The column-range worker
+ *   on any path; NAME is therefore not reentrant (nor are its threaded runs). The column-range worker
  *
  *       static void NAME_<isa>_cols(T *C, const T *A, const T *B, const T *bias,
  *                                   long n0, long n1, T *apack, T *bpack);
  *
  *   computes columns [n0, n1) of every batch with the scratch it is given
  *   (NAME_<ISA>_APACK / _BPACK elements, as the #defines in the text say),
- *   so threads can later split N (n0 a multiple of NR is best) each with
- *   its own scratch.
+ *   so threads can split N (n0 a multiple of NR) each with its own scratch.
+ *   Threads: when b[4] is a KnParallel with threads > 1 and batch * M * N
+ *   * K >= 2^20, the NR-column blocks are split into min(threads, 16,
+ *   blocks) runs, one task each, run through b[4]->parallel_for; each task
+ *   has its own slot of a second static scratch (NAME_<isa>_pap / _pbp,
+ *   sized at render time for the worst split, untouched until used). C is
+ *   bitwise the one-thread result: each element is computed by one task,
+ *   with the same tiles and the same K order. The scalar dialect ignores b[4].
  *   Compile with FMA contraction on (gnu99's default): -std=c99 turns it off.
  */
 #ifndef KN_TARGETS_C_GEMM_H
@@ -57,6 +64,16 @@
 #include <stdint.h>
 
 #include "../../src/target.h" /* GemmSpec */
+
+/* How a GEMM may run in parallel (b[4]): parallel_for(n, fn, arg) must run
+ * fn(arg, i) once for every i in [0, n) and return when all have returned
+ * (port_parallel_for does); threads is how many tasks to split into. The
+ * generated code declares a struct of the same layout (it includes nothing
+ * of kiln's). */
+typedef struct KnParallel {
+    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);
+    int threads;
+} KnParallel;
 
 enum { GEMM_SCALAR = 0, GEMM_SIMD = 1 };
 size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
