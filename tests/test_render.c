@@ -656,6 +656,58 @@ static int run_ir(int how, const char *text, void **bufs)
     return ok;
 }
 
+/* The prelude's f32 exp, log, tanh and erf over 2^20 bit patterns spread
+ * over all of f32 (every 4096th, jittered) and the special values: at most
+ * 3 ulp from libm's double value, and exactly its NaN, infinities, zeros
+ * and signs where that rounds to one. */
+static double ulp_err(float got, double want)
+{
+    float w = (float)want;
+    if (w != w) return got != got ? 0 : INFINITY;
+    if (isinf(w) || isinf(got) || (w == 0 && got == 0)) return got == w && signbit(got) == signbit(w) ? 0 : INFINITY;
+    int e = -200;
+    if (want != 0) frexp(fabs(want), &e);
+    return fabs((double)got - want) / ldexp(1, e - 24 < -149 ? -149 : e - 24);
+}
+
+static void test_math(int how)
+{
+    static const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 0x1p-149f, -0x1p-149f, 0x1p-126f,
+                               0x1.fffffep127f, -0x1.fffffep127f, 1, -1, 0.625f, -0.625f, 4, -4, 0x1.62e42ep6f,
+                               0x1.62e430p6f, -0x1.9fe368p6f, -0x1.9fe36ap6f, -0x1.5d589ep6f, 0x1.6a09e6p0f, 1e-20f};
+    enum { NS = sizeof sp / sizeof *sp, NP = (1 << 20) + NS };
+    static const char *const fns[4] = {"exp", "log", "tanh", "erf"};
+    float *x = malloc(5 * (size_t)NP * sizeof *x);
+    if (!CHECK(x != NULL)) return;
+    uint64_t r = 99;
+    for (uint32_t i = 0; i < NP; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (i << 12) | (uint32_t)(r >> 52);
+        if (i < NS) x[i] = sp[i];
+        else memcpy(&x[i], &u, 4);
+    }
+    char text[512];
+    snprintf(text, sizeof text,
+             "kernel math(in b0 f32[%d], out b1 f32[%d], out b2 f32[%d], out b3 f32[%d], out b4 f32[%d])\n"
+             "  for s0 in %d\n    b1[s0] = exp(b0[s0])\n    b2[s0] = log(b0[s0])\n"
+             "    b3[s0] = tanh(b0[s0])\n    b4[s0] = erf(b0[s0])\n",
+             NP, NP, NP, NP, NP, NP);
+    void *bufs[5];
+    for (int j = 0; j < 5; j++) bufs[j] = x + (size_t)j * NP;
+    if (run_ir(how, text, bufs))
+        for (int j = 0; j < 4; j++) {
+            double worst = 0;
+            float at = 0;
+            for (uint32_t i = 0; i < NP; i++) {
+                double v = x[i], want = j == 0 ? exp(v) : j == 1 ? log(v) : j == 2 ? tanh(v) : erf(v);
+                double u = ulp_err(x[(size_t)(j + 1) * NP + i], want);
+                if (!(u <= worst)) worst = u, at = x[i];
+            }
+            EXPECT(worst <= 3, "%s %s: %g ulp at %a", how == PORT_TCC ? "tcc" : "cc", fns[j], worst, at);
+        }
+    free(x);
+}
+
 /* Floor division, modulo, max and min of negative and positive values,
  * against expr_eval. */
 static void test_index(int how)
@@ -766,7 +818,7 @@ int main(void)
     EXPECT(port_jit_available(PORT_CC), "PORT_CC is not available");
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_text();
-    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_loops(how);
+    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_loops(how), test_math(how);
     for (int d = 0; d < KN_NDTYPES; d++) test_elementwise(ctx, (kn_dtype)d);
     test_casts(ctx);
     for (int d = 0; d < KN_NDTYPES; d++)

@@ -15,8 +15,12 @@
  *   stores every primitive's result in its dtype), so + - * / sqrt on them
  *   give the interpreter's bits exactly (double rounding through double is
  *   innocuous for these); transcendentals and pow use the value's precision
- *   (expf for f32) where the interpreter uses double, so they differ by
- *   rounding;
+ *   where the interpreter uses double, so they differ by rounding: f64 calls
+ *   libm; f32 (and f16, bf16) exp, log, tanh and erf call the prelude's
+ *   kn_expf ... kn_erff (branch-free and call-free, so that cc -O3
+ *   vectorises their loops without -ffast-math; <= 2 ulp, IEEE specials;
+ *   under TinyCC, which vectorises nothing, they are libm's), the others
+ *   libm's float functions;
  * - integers and bools compute in uint64 (two's complement wrap) and wrap
  *   back to their dtype after every op, as the interpreter's int64 kernels
  *   followed by dt_store_i do; division by zero and INT64_MIN / -1 give 0;
@@ -84,14 +88,14 @@ typedef struct {
 
 static const OpFmt ops[OP_COUNT] = {
     [OP_NEG] = {1, "(-%0)", "(0 - (uint64_t)%0)", NULL},
-    [OP_EXP] = {1, "exp%f(%0)", "%0", NULL},
-    [OP_LOG] = {1, "log%f(%0)", "%0", NULL},
+    [OP_EXP] = {1, "kn_exp%f(%0)", "%0", NULL},
+    [OP_LOG] = {1, "kn_log%f(%0)", "%0", NULL},
     [OP_SQRT] = {1, "sqrt%f(%0)", "%0", NULL},
     [OP_RECIP] = {1, "(1 / %0)", "kn_irecip(%0)", NULL},
     [OP_SIN] = {1, "sin%f(%0)", "%0", NULL},
     [OP_COS] = {1, "cos%f(%0)", "%0", NULL},
-    [OP_TANH] = {1, "tanh%f(%0)", "%0", NULL},
-    [OP_ERF] = {1, "erf%f(%0)", "%0", NULL},
+    [OP_TANH] = {1, "kn_tanh%f(%0)", "%0", NULL},
+    [OP_ERF] = {1, "kn_erf%f(%0)", "%0", NULL},
     [OP_ABS] = {1, "fabs%f(%0)", "kn_iabs(%0)", NULL},
     [OP_FLOOR] = {1, "floor%f(%0)", "%0", NULL},
     [OP_ADD] = {1, "(%0 + %1)", "((uint64_t)%0 + (uint64_t)%1)", NULL},
@@ -224,6 +228,129 @@ static const char *const prelude[] = {
     "}\n"
     "KN_HELPER float kn_rh(float f) { return kn_h2f(kn_f2h(f)); }\n"
     "KN_HELPER float kn_rb(float f) { return kn_b2f(kn_f2b(f)); }\n"
+    "\n",
+    "/* f32 exp, log, tanh, erf: branch-free, no calls, so cc -O3 vectorises loops\n"
+    " * of them without -ffast-math; IEEE specials. Max error over all 2^32\n"
+    " * inputs vs libm's double: 0.99, 0.83, 1.33, 1.50 ulp. */\n"
+    "/* bits of a float and back through a union (C99 TC3 6.5.2.3), as macros:\n"
+    " * TinyCC inlines nothing, and would call memcpy */\n"
+    "union kn_fu { float f; uint32_t u; };\n"
+    "#define KN_ASU(x) (((union kn_fu){.f = (x)}).u)\n"
+    "#define KN_ASF(x) (((union kn_fu){.u = (x)}).f)\n"
+    "/* c ? a : b. For gcc, on bits: a float ?: lets it sink an operand's\n"
+    " * arithmetic into a branch, which -ftrapping-math keeps it from\n"
+    " * if-converting, and the loop from vectorising; TinyCC takes the ?: */\n"
+    "#ifdef __TINYC__\n"
+    "#define KN_SEL(c, a, b) ((c) ? (a) : (b))\n"
+    "#else\n"
+    "KN_HELPER float kn_fsel(int c, float a, float b)\n"
+    "{\n"
+    "    uint32_t m = 0u - (uint32_t)(c != 0);\n"
+    "    return KN_ASF((KN_ASU(a) & m) | (KN_ASU(b) & ~m));\n"
+    "}\n"
+    "#define KN_SEL(c, a, b) kn_fsel(c, a, b)\n"
+    "#endif\n"
+    "/* exp: n = rint(x / ln2) by the 1.5 * 2^23 shifter, r = x - n ln2 in two\n"
+    " * Cody-Waite steps (n * C1 exact), e^r = 1 + r + r^2 P(r) (Cephes expf's\n"
+    " * degree-5 minimax P), times 2^n as two exact powers of two so that a\n"
+    " * subnormal result rounds once. Clamping x to [-104, 89] keeps n in\n"
+    " * [-150, 129]: beyond, the product is 0 or inf, and NaN flows through. */\n"
+    "KN_HELPER float kn_expf(float x)\n"
+    "{\n"
+    "    x = KN_SEL(x < -104.0f, -104.0f, x);\n"
+    "    x = KN_SEL(x > 89.0f, 89.0f, x);\n"
+    "    float z = x * 1.44269504f + 12582912.0f, n = z - 12582912.0f;\n"
+    "    uint32_t m = KN_ASU(z) - 0x4b400000u + 256u; /* n + 256, in [106, 385] */\n"
+    "    float r = x - n * 0.693359375f;\n"
+    "    r = r - n * -2.12194440e-4f;\n"
+    "    float p = 1.9875691500e-4f;\n"
+    "    p = p * r + 1.3981999507e-3f;\n"
+    "    p = p * r + 8.3334519073e-3f;\n"
+    "    p = p * r + 4.1665795894e-2f;\n"
+    "    p = p * r + 1.6666665459e-1f;\n"
+    "    p = p * r + 5.0000001201e-1f;\n"
+    "    p = 1.0f + (r + r * r * p);\n"
+    "    uint32_t h = m >> 1; /* n = (h - 128) + (m - h - 128) */\n"
+    "    return p * KN_ASF((h - 128u + 127u) << 23) * KN_ASF((m - h - 128u + 127u) << 23);\n"
+    "}\n"
+    "/* log: x = 2^e m, m in [sqrt(1/2), sqrt(2)) from the bits (subnormals scaled\n"
+    " * by 2^23 first), f = m - 1, log(1+f) = f - f^2/2 + f^3 P(f) (Cephes logf's\n"
+    " * degree-8 minimax P), + e ln2 in two Cody-Waite parts. */\n"
+    "KN_HELPER float kn_logf(float x)\n"
+    "{\n"
+    "    int sub = x < 1.17549435e-38f;\n"
+    "    uint32_t u = KN_ASU(KN_SEL(sub, x * 8388608.0f, x)) + (0x3f800000u - 0x3f3504f3u);\n"
+    "    float e = (float)(int32_t)((u >> 23) - 127u - 23u * (uint32_t)sub);\n"
+    "    float f = KN_ASF((u & 0x007fffffu) + 0x3f3504f3u) - 1.0f, z = f * f;\n"
+    "    float p = 7.0376836292e-2f;\n"
+    "    p = p * f - 1.1514610310e-1f;\n"
+    "    p = p * f + 1.1676998740e-1f;\n"
+    "    p = p * f - 1.2420140846e-1f;\n"
+    "    p = p * f + 1.4249322787e-1f;\n"
+    "    p = p * f - 1.6668057665e-1f;\n"
+    "    p = p * f + 2.0000714765e-1f;\n"
+    "    p = p * f - 2.4999993993e-1f;\n"
+    "    p = p * f + 3.3333331174e-1f;\n"
+    "    float y = f * z * p + e * -2.12194440e-4f - 0.5f * z;\n"
+    "    y = (f + y) + e * 0.693359375f;\n"
+    "    y = KN_SEL(x == 0.0f, -INFINITY, y);\n"
+    "    y = KN_SEL(x < 0.0f, NAN, y);\n"
+    "    return KN_SEL(x == INFINITY || x != x, x, y);\n"
+    "}\n"
+    "\n",
+    "/* tanh, on |x| then x's sign: |x| < 0.625, a + a^3 P(a^2) (Cephes tanhf's degree-4 minimax P);\n"
+    " * else 1 - 2 / (e^2a + 1), which saturates to 1 as e^2a overflows. */\n"
+    "KN_HELPER float kn_tanhf(float x)\n"
+    "{\n"
+    "    float a = KN_ASF(KN_ASU(x) & 0x7fffffffu), z = a * a;\n"
+    "    float p = -5.70498872745e-3f;\n"
+    "    p = p * z + 2.06390887954e-2f;\n"
+    "    p = p * z - 5.37397155531e-2f;\n"
+    "    p = p * z + 1.33314422036e-1f;\n"
+    "    p = p * z - 3.33332819422e-1f;\n"
+    "    float s = a + a * z * p, l = 1.0f - 2.0f / (kn_expf(a + a) + 1.0f);\n"
+    "    return KN_ASF(KN_ASU(KN_SEL(a < 0.625f, s, l)) | (KN_ASU(x) & 0x80000000u));\n"
+    "}\n"
+    "/* erf: |x| < 1, |x| + |x| Q(x^2) with Q a degree-6 minimax fit (Lawson) of\n"
+    " * erf(x)/x - 1; else 1 - e^P(|x|) with P a degree-7 fit of\n"
+    " * log(erfc) on [1, 4], weighted by erfc/erf (the result's relative error);\n"
+    " * |x| is clamped to 4, where erf is 1 in f32; then x's sign. */\n"
+    "KN_HELPER float kn_erff(float x)\n"
+    "{\n"
+    "    float a = KN_ASF(KN_ASU(x) & 0x7fffffffu), s = a * a;\n"
+    "    float q = 7.889142580e-05f;\n"
+    "    q = q * s - 8.020849200e-04f;\n"
+    "    q = q * s + 5.189536139e-03f;\n"
+    "    q = q * s - 2.685444430e-02f;\n"
+    "    q = q * s + 1.128360033e-01f;\n"
+    "    q = q * s - 3.761262596e-01f;\n"
+    "    q = q * s + 1.283791661e-01f;\n"
+    "    float small = a + a * q;\n"
+    "    float t = KN_SEL(a > 4.0f, 4.0f, a);\n"
+    "    float p = -2.169760228e-05f;\n"
+    "    p = p * t + 4.414724826e-04f;\n"
+    "    p = p * t - 4.205283709e-03f;\n"
+    "    p = p * t + 2.521033771e-02f;\n"
+    "    p = p * t - 1.084220931e-01f;\n"
+    "    p = p * t - 6.332163811e-01f;\n"
+    "    p = p * t - 1.129580259e+00f;\n"
+    "    p = p * t + 1.884672820e-04f;\n"
+    "    float l = 1.0f - kn_expf(p);\n"
+    "    return KN_ASF(KN_ASU(KN_SEL(a < 1.0f, small, l)) | (KN_ASU(x) & 0x80000000u));\n"
+    "}\n"
+    "/* TinyCC neither inlines nor vectorises, and its code for the above runs\n"
+    " * 4-6x slower than libm's: there, kernels call libm */\n"
+    "#ifdef __TINYC__\n"
+    "#define kn_expf expf\n"
+    "#define kn_logf logf\n"
+    "#define kn_tanhf tanhf\n"
+    "#define kn_erff erff\n"
+    "#endif\n"
+    "/* f64 keeps libm */\n"
+    "KN_HELPER double kn_exp(double x) { return exp(x); }\n"
+    "KN_HELPER double kn_log(double x) { return log(x); }\n"
+    "KN_HELPER double kn_tanh(double x) { return tanh(x); }\n"
+    "KN_HELPER double kn_erf(double x) { return erf(x); }\n"
     "\n",
     "/* Philox 4x32-10: element c of stream key is block c / 4, lane c % 4;\n"
     " * its top 24 bits give a float uniform in [0, 1) */\n"
