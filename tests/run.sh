@@ -13,11 +13,15 @@
 # "N passed, M failed", over everything run; the exit status is 0 iff M is 0.
 MAKE=${MAKE:-make}
 pass=0; fail=0
+HANG_GUARD=$(command -v timeout >/dev/null 2>&1 && echo "timeout 600")
 
 # run_one NAME CMD...: run CMD from the repository root and count its summary.
 run_one() {
     name=$1; shift
-    out=$("$@" 2>&1 </dev/null); rc=$?
+    # a hang guard, not a timing bound: a program stuck for 10 minutes fails
+    out=$($HANG_GUARD "$@" 2>&1 </dev/null); rc=$?
+    [ "$rc" -eq 124 ] && out="$out
+$name: killed after 600 s (a hang)"
     line=$(printf '%s\n' "$out" | grep -E '^[^ ]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
         printf '%s\n' "$out" | tail -n 25 | sed 's/^/  | /'
