@@ -41,43 +41,8 @@ int port_write_file(const char *path, const void *data, size_t size, char *why)
     return -1;
 }
 
-int port_ncpu(void) { return 1; }
-
-/* ---- one thread: parallel work runs inline ---- */
-
-int port_threads(void) { return 1; }
-
-void port_set_threads(int n) { (void)n; }
-
-int port_parallel_for(int n, void (*fn)(void *arg, int i), void *arg)
-{
-    for (int i = 0; i < n; i++) fn(arg, i);
-    return 1;
-}
-
 const char *port_name(void) { return "baremetal"; }
 
 /* No compiler on a microcontroller: models come here exported ahead of time. */
-PortModule *port_jit(int how, const char *source, const char *flags, char *why)
-{
-    (void)how;
-    (void)source;
-    (void)flags;
-    snprintf(why, 256, "no JIT on this platform (bare metal): export the model ahead of time");
-    return NULL;
-}
-
-void *port_jit_sym(PortModule *m, const char *name)
-{
-    (void)m;
-    (void)name;
-    return NULL;
-}
-
-void port_jit_free(PortModule *m) { (void)m; }
-
-int port_jit_available(int how)
-{
-    (void)how;
-    return 0;
-}
+#define NO_JIT_REASON "bare metal: export the model ahead of time"
+#include "single_port.h"

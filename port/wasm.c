@@ -15,43 +15,8 @@ int port_write_file(const char *path, const void *data, size_t size, char *why)
     return stdio_write_file(path, data, size, why, ++serial);
 }
 
-int port_ncpu(void) { return 1; }
-
-/* ---- one thread: parallel work runs inline ---- */
-
-int port_threads(void) { return 1; }
-
-void port_set_threads(int n) { (void)n; }
-
-int port_parallel_for(int n, void (*fn)(void *arg, int i), void *arg)
-{
-    for (int i = 0; i < n; i++) fn(arg, i);
-    return 1;
-}
-
 const char *port_name(void) { return "wasm"; }
 
 /* No compiler runs inside a WASI instance; targets/wasm emits module bytes instead. */
-PortModule *port_jit(int how, const char *source, const char *flags, char *why)
-{
-    (void)how;
-    (void)source;
-    (void)flags;
-    snprintf(why, 256, "no JIT on this platform (wasm): use backend wasm or interp");
-    return NULL;
-}
-
-void *port_jit_sym(PortModule *m, const char *name)
-{
-    (void)m;
-    (void)name;
-    return NULL;
-}
-
-void port_jit_free(PortModule *m) { (void)m; }
-
-int port_jit_available(int how)
-{
-    (void)how;
-    return 0;
-}
+#define NO_JIT_REASON "wasm: use backend wasm or interp"
+#include "single_port.h"
