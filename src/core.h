@@ -157,6 +157,8 @@ struct kn_ctx {
     uint32_t scope_mark[32], scope_epoch[32]; /* tape length and epoch at each scope begin */
     int no_custom_vjp;       /* tests: derive every backward from primitives */
     uint32_t tape_epoch;     /* bumped each time a tape is released */
+    uint32_t logs;           /* KILN_LOGS topics (log.h), one bit each */
+    struct Capture *capture; /* kn_call tracing: where writes to concrete tensors are recorded */
 };
 
 /* ---- errors ---- */
@@ -261,6 +263,8 @@ void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf); /* a leaf is being free
 void autodiff_scope_begin(kn_ctx *ctx);                  /* remember the tape's length */
 void autodiff_scope_end(kn_ctx *ctx);                    /* drop entries nothing alive refers to */
 kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* eager: copy values into dst's storage */
+
+void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
 
 /* ---- kiln ops (opslist.c) ---- */
 int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */

@@ -59,6 +59,7 @@ kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
     ctx->alloc_user = user;
     ctx->seed = opts ? opts->seed : 0;
     ctx->grad_enabled = 1;
+    log_init(ctx);
     return ctx;
 }
 
