@@ -92,6 +92,8 @@ const char *kn_last_error(const kn_ctx *ctx); /* "" when no error is pending */
 kn_status kn_last_status(const kn_ctx *ctx);
 void kn_clear_error(kn_ctx *ctx);
 void kn_set_log(kn_ctx *ctx, void (*fn)(void *user, const char *line), void *user);
+/* KILN_LOGS topics for this context ("graph,fusion", "all", ""): overrides the environment */
+kn_status kn_set_logs(kn_ctx *ctx, const char *spec);
 void kn_manual_seed(kn_ctx *ctx, uint64_t seed);
 const char *kn_dtype_name(kn_dtype dt);
 size_t kn_dtype_size(kn_dtype dt);
@@ -337,6 +339,79 @@ kn_optim *kn_adamw(kn_ctx *ctx, kn_tensor *const *params, int n, const kn_adam_o
 kn_status kn_optim_step(kn_optim *opt);      /* params without a grad are skipped, as in torch */
 void kn_optim_zero_grad(kn_optim *opt);      /* kn_zero_grad on its params */
 void kn_optim_free(kn_optim *opt);           /* frees the state; NULL is fine */
+
+/* ---- capture: kn_compile (TorchDynamo's contract for C functions) ----
+ *
+ *     static kn_status step(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin,
+ *                           kn_tensor **out, int nout)
+ *     {
+ *         Model *m = user;                     // parameters live wherever the caller keeps them
+ *         out[0] = kn_cross_entropy(ctx, forward(ctx, m, in[0]), in[1], NULL);
+ *         return out[0] ? KN_OK : kn_last_status(ctx);
+ *     }
+ *     kn_compile_opts o = {.params = m->params, .nparams = m->n};
+ *     kn_fn *f = kn_compile(ctx, step, m, &o);  // nothing compiled yet
+ *     kn_call(f, in, 2, out, 1);                // first call: trace, compile, cache, run
+ *     kn_call(f, in, 2, out, 1);                // guards pass: the cached program runs
+ *
+ * The first call runs body on symbolic tensors and records a graph; guards
+ * record what the graph assumed: the inputs' dtypes, shapes and contiguity,
+ * which tensors it read (the identity of each params[i], read from the
+ * caller's array at every call), the grad mode and the option values. A
+ * later call checks the guards and runs the cached program; a failed guard
+ * traces and compiles a new entry and logs why (KILN_LOGS=recompiles).
+ * Tensors the body reads that are not in params (optimizer state, running
+ * statistics) are held by the entry and read, and written, in place.
+ * Writes to them (kn_optim_step, batch_norm's running stats) and the .grad
+ * that kn_backward leaves are replayed on every call. Reading a value
+ * (kn_item, kn_read) is a graph break unless fullgraph is set, in which
+ * case it is an error naming the op. Results always equal eager execution
+ * within floating-point tolerance. out[] receives new tensors in the
+ * caller's current scope. */
+typedef struct kn_fn kn_fn;
+typedef kn_status (*kn_body_fn)(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out,
+                                int nout);
+typedef enum { KN_BACKEND_C, KN_BACKEND_TCC, KN_BACKEND_INTERP } kn_backend; /* c: system cc, cached */
+typedef enum { KN_MODE_DEFAULT, KN_MODE_REDUCE_OVERHEAD, KN_MODE_MAX_AUTOTUNE } kn_mode;
+typedef enum { KN_DYNAMIC_AUTO, KN_DYNAMIC_ON, KN_DYNAMIC_OFF } kn_dynamic;
+
+typedef struct {
+    kn_backend backend;
+    kn_mode mode;
+    kn_dynamic dynamic;        /* auto: a dim that changed once becomes symbolic */
+    int fullgraph;             /* a graph break is an error */
+    int recompile_limit;       /* 0: 8; past it calls run eagerly, with one warning */
+    kn_tensor *const *params;  /* the caller's parameter array (must outlive the fn); may be NULL */
+    int nparams;
+    const char *name;          /* in logs; NULL: "fn" */
+} kn_compile_opts;
+
+typedef struct {
+    int calls, entries, recompiles, graphs, graph_breaks, eager_calls;
+    int kernels;               /* compiled kernels, over every graph of the newest entry */
+    size_t arena_bytes;        /* planned arena of the newest entry, summed over its graphs */
+    size_t code_bytes;         /* generated source of the newest entry */
+    double compile_ms;         /* trace + compile time of the newest entry */
+    const char *backend;       /* what it runs on ("c", "tcc", "interp") */
+} kn_fn_info;
+
+kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opts *o);
+kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout);
+kn_status kn_fn_stats(const kn_fn *f, kn_fn_info *info);
+void kn_fn_free(kn_fn *f); /* NULL is fine; before its context */
+
+/* ---- files: safetensors ----
+ * kn_save writes tensors under names (a name is 1..255 bytes of printable
+ * ASCII, no quote or backslash; names unique) to path as safetensors, through
+ * a temporary file renamed over path, so an interrupted save never leaves a
+ * half-written file. kn_load reads path and copies each named tensor into
+ * the tensor given for that name (dtype and shape must match exactly);
+ * names in the file that are not asked for are ignored, an asked name that
+ * is missing is an error. Errors (KN_EIO, message naming the file and what
+ * was wrong: magic/header length, JSON, dtype, shape, offsets, size) leave
+ * every destination unchanged. */
+kn_status kn_save(kn_ctx *ctx, const char *path, const char *const *names, kn_tensor *const *ts, int n);
+kn_status kn_load(kn_ctx *ctx, const char *path, const char *const *names, kn_tensor *const *ts, int n);
 
 #ifdef __cplusplus
 }
