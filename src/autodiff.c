@@ -24,16 +24,22 @@
 
 typedef struct {
     uint16_t op;
-    uint8_t nsrc, custom;
+    uint8_t custom, region;
+    int nsrc;
     Params p;
-    kn_tensor *src[3];    /* tape-owned handles of the sources */
-    uint32_t src_seq[3];  /* 1 + index of the entry that made source i; 0 if none */
-    kn_tensor *leaf[3];   /* the user's leaf behind source i when it requires grad */
+    kn_tensor **src;      /* tape-owned handles of the sources */
+    uint32_t *src_seq;    /* 1 + index of the entry that made source i; 0 if none */
+    kn_tensor **leaf;     /* the user's leaf behind source i when it requires grad */
+    kn_tensor *src3[3], *leaf3[3]; /* their storage for up to 3 sources */
+    uint32_t seq3[3];
     kn_tensor *out;       /* tape-owned handle of the result */
     CustomVjp fn;         /* custom entries: the backward and what it saved */
     kn_tensor *saved[4];
     int nsaved;
     int64_t args[4];
+    RegionVjp rfn;        /* region entries (a compiled function): every grad at once */
+    void (*rfree)(kn_ctx *ctx, void *user);
+    void *ruser;
     kn_tensor *g;         /* the cotangent accumulated during backward */
 } Entry;
 
@@ -75,6 +81,9 @@ static Entry *new_entry(kn_ctx *ctx)
     }
     Entry *e = arena_alloc(&t->arena, sizeof *e);
     if (!e) return kn_err(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
+    e->src = e->src3;
+    e->src_seq = e->seq3;
+    e->leaf = e->leaf3;
     t->e[t->n++] = e;
     return e;
 }
@@ -84,12 +93,14 @@ static void free_entry(kn_ctx *ctx, Entry *e)
     for (int i = 0; i < e->nsrc; i++) tensor_unhold(ctx, e->src[i]);
     for (int i = 0; i < e->nsaved; i++) tensor_unhold(ctx, e->saved[i]);
     tensor_unhold(ctx, e->out);
+    if (e->rfree) e->rfree(ctx, e->ruser);
+    e->rfree = NULL;
 }
 
 /* Fills the sources of e and marks out as produced by it. */
 static kn_status link_entry(kn_ctx *ctx, Entry *e, int n, kn_tensor *const *src, kn_tensor *out)
 {
-    e->nsrc = (uint8_t)n;
+    e->nsrc = n;
     for (int i = 0; i < n; i++) {
         kn_tensor *s = src[i];
         if (!(e->src[i] = tensor_hold(ctx, s))) return ctx->status;
@@ -141,6 +152,34 @@ kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *cons
     for (int i = 0; i < nargs; i++) e->args[i] = args[i];
     for (int i = 0; i < nsaved; i++, e->nsaved++)
         if (!(e->saved[i] = tensor_hold(ctx, saved[i]))) return NULL;
+    return link_entry(ctx, e, nin, in, out) == KN_OK ? out : NULL;
+}
+
+kn_tensor *autodiff_region(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, RegionVjp fn,
+                           void (*release)(kn_ctx *ctx, void *user), void *user)
+{
+    if (!out || !autodiff_wants(ctx, nin, in)) {
+        if (release) release(ctx, user);
+        return out;
+    }
+    Entry *e = new_entry(ctx);
+    if (!e) {
+        if (release) release(ctx, user);
+        return NULL;
+    }
+    e->region = 1;
+    e->rfn = fn;
+    e->rfree = release;
+    e->ruser = user;
+    if (nin > 3) {
+        e->src = arena_alloc(&ctx->tape->arena, (size_t)nin * sizeof *e->src);
+        e->leaf = arena_alloc(&ctx->tape->arena, (size_t)nin * sizeof *e->leaf);
+        e->src_seq = arena_alloc(&ctx->tape->arena, (size_t)nin * sizeof *e->src_seq);
+        if (!e->src || !e->leaf || !e->src_seq) {
+            e->src = e->src3, e->leaf = e->leaf3, e->src_seq = e->seq3;
+            return kn_err(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
+        }
+    }
     return link_entry(ctx, e, nin, in, out) == KN_OK ? out : NULL;
 }
 
@@ -327,11 +366,29 @@ static kn_status pass_back(kn_ctx *ctx, Entry *e, int i, kn_tensor *g, int n, kn
     return KN_OK;
 }
 
+/* A region hands back every source's cotangent from one call. */
+static kn_status region_back(kn_ctx *ctx, Entry *e, int n, kn_tensor *const *leaves, kn_tensor **grads)
+{
+    size_t bytes = (size_t)e->nsrc * sizeof(kn_tensor *);
+    kn_tensor **gs = kn_alloc(ctx, bytes);
+    if (!gs) return kn_errs(ctx, KN_ENOMEM, "out of memory for %d gradients", e->nsrc);
+    memset(gs, 0, bytes);
+    kn_status s = e->rfn(ctx, e->ruser, e->g, gs);
+    for (int i = 0; i < e->nsrc && !s; i++)
+        if (gs[i] && (e->src_seq[i] || e->leaf[i])) s = pass_back(ctx, e, i, gs[i], n, leaves, grads);
+    kn_dealloc(ctx, gs, bytes);
+    return s;
+}
+
 static kn_status walk_back(kn_ctx *ctx, uint32_t last, int n, kn_tensor *const *leaves, kn_tensor **grads)
 {
     for (uint32_t k = last + 1; k-- > 0;) {
         Entry *e = ctx->tape->e[k];
         if (!e->g) continue;
+        if (e->region) {
+            if (region_back(ctx, e, n, leaves, grads)) return ctx->status;
+            continue;
+        }
         for (int i = 0; i < e->nsrc; i++) {
             if (!e->src_seq[i] && !e->leaf[i]) {
                 if (needs_grad(e->src[i]) && e->src[i]->tape_seq)
@@ -389,6 +446,7 @@ static kn_status add_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g)
     p.dtype = leaf->dtype;
     kn_tensor *sum = leaf->grad ? prim2(ctx, OP_ADD, leaf->grad, g) : prim(ctx, OP_CAST, &g, &p); /* a copy */
     if (!sum) return ctx->status;
+    if (ctx->capture) return capture_set_grad(ctx, leaf, sum, 1);
     if (leaf->grad) {
         leaf->grad->flags &= (uint8_t)~TF_GRAD;
         kn_free(ctx, leaf->grad);
@@ -407,7 +465,8 @@ kn_status kn_backward(kn_ctx *ctx, kn_tensor *loss, int keep_graph)
     kn_status s = KN_OK;
     kn_tensor **leaves = NULL, **grads = NULL;
     size_t bytes = MAX_LEAVES * sizeof *leaves;
-    if (ctx->trace) s = kn_errs(ctx, KN_EUNSUPPORTED, "backward while tracing is done by kn_compile");
+    uint32_t keep = ctx->capture ? capture_tape_start(ctx) : 0;
+    if (ctx->trace && !ctx->capture) s = kn_errs(ctx, KN_EUNSUPPORTED, "backward while tracing is done by kn_compile");
     else if (check_loss(ctx, loss)) s = ctx->status;
     else if (!(leaves = kn_alloc(ctx, bytes)) || !(grads = kn_alloc(ctx, bytes)))
         s = kn_errs(ctx, KN_ENOMEM, "out of memory for the list of leaves");
@@ -421,7 +480,7 @@ kn_status kn_backward(kn_ctx *ctx, kn_tensor *loss, int keep_graph)
             if (grads[j]) s = add_grad(ctx, leaves[j], grads[j]);
         kn_scope_end(ctx);
     }
-    if (!s && !keep_graph) autodiff_release(ctx);
+    if (!s && !keep_graph) autodiff_truncate(ctx, keep); /* 0 outside kn_call: the whole tape */
     kn_dealloc(ctx, leaves, bytes);
     kn_dealloc(ctx, grads, bytes);
     op_leave(ctx, saved);
@@ -446,12 +505,17 @@ static void trim(kn_ctx *ctx, uint32_t keep)
 
 void autodiff_release(kn_ctx *ctx) { trim(ctx, 0); }
 
+void autodiff_truncate(kn_ctx *ctx, uint32_t len)
+{
+    if (ctx->tape && len < ctx->tape->n) trim(ctx, len);
+}
+
 uint32_t autodiff_tape_len(const kn_ctx *ctx) { return ctx->tape ? ctx->tape->n : 0; }
 
 void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf)
 {
     for (uint32_t k = 0; ctx->tape && k < ctx->tape->n; k++)
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < ctx->tape->e[k]->nsrc; i++)
             if (ctx->tape->e[k]->leaf[i] == leaf) ctx->tape->e[k]->leaf[i] = NULL;
 }
 
@@ -514,7 +578,8 @@ void kn_zero_grad(kn_ctx *ctx, kn_tensor *const *params, int n)
 {
     if (!ctx || !params) return;
     for (int i = 0; i < n; i++)
-        if (params[i] && params[i]->grad) {
+        if (ctx->capture && params[i]) capture_set_grad(ctx, params[i], NULL, 0);
+        else if (params[i] && params[i]->grad) {
             params[i]->grad->flags &= (uint8_t)~TF_GRAD;
             kn_free(ctx, params[i]->grad);
             params[i]->grad = NULL;

@@ -385,8 +385,9 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
     int was = kn_set_grad_enabled(ctx, 0);
     kn_scope_begin(ctx);
     kn_status s = KN_OK;
-    int fresh[64] = {0}; /* outputs made here (not inputs passed through) */
-    if (p->nouts > 64) s = kn_errs(ctx, KN_EUNSUPPORTED, "%d outputs: at most 64", p->nouts);
+    uint8_t *fresh = kn_alloc(ctx, (size_t)p->nouts + 1); /* outputs made here (not inputs passed through) */
+    if (!fresh) s = kn_errs(ctx, KN_ENOMEM, "out of memory running a program");
+    else memset(fresh, 0, (size_t)p->nouts + 1);
     for (uint32_t v = 1; v < p->g->n && !s; v++) {
         const Node *n = &p->g->nodes[v];
         if (n->op != OP_INPUT) continue;
@@ -420,6 +421,7 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
         outs[i]->scope = ctx->scope;
     }
     kn_set_grad_enabled(ctx, was);
+    kn_dealloc(ctx, fresh, (size_t)p->nouts + 1);
     kn_dealloc(ctx, vals, p->g->n * sizeof *vals);
     return s;
 }

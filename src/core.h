@@ -263,6 +263,21 @@ void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf); /* a leaf is being free
 void autodiff_scope_begin(kn_ctx *ctx);                  /* remember the tape's length */
 void autodiff_scope_end(kn_ctx *ctx);                    /* drop entries nothing alive refers to */
 kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* eager: copy values into dst's storage */
+/* A region (a compiled function run by kn_call): out depends on in[0..nin);
+ * backward calls fn once with out's cotangent g to fill grads[i] (NULL: none)
+ * for every source; release(user) runs when the entry is dropped (also if
+ * nothing needs grad, or on error). */
+typedef kn_status (*RegionVjp)(kn_ctx *ctx, void *user, kn_tensor *g, kn_tensor **grads);
+kn_tensor *autodiff_region(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, RegionVjp fn,
+                           void (*release)(kn_ctx *ctx, void *user), void *user);
+void autodiff_truncate(kn_ctx *ctx, uint32_t len); /* drop entries from len on */
+
+/* ---- capture hooks (capture.c), called while kn_call traces a body (ctx->capture set) ---- */
+kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op); /* a read of symbolic t: graph break */
+kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* a traced value into a concrete tensor */
+kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old); /* leaf's .grad := g (NULL: none) */
+void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what); /* the graph assumed *flag's value */
+uint32_t capture_tape_start(const kn_ctx *ctx); /* the tape's length when tracing began */
 
 void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
 

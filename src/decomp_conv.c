@@ -676,8 +676,9 @@ static int bn_operands(kn_ctx *ctx, kn_tensor *x, kn_tensor *rm, kn_tensor *rv, 
         return 0;
     if (!training && (!rm || !rv))
         return fail(ctx, KN_EINVAL, "running_mean and running_var are required in eval mode");
-    if (training && (rm || rv) && (ctx->trace || (rm && !rm->st) || (rv && !rv->st)))
-        return fail(ctx, KN_EUNSUPPORTED, "updating running statistics while tracing is not supported yet");
+    if (training && (rm || rv) && ((ctx->trace && !ctx->capture) || (rm && !rm->st) || (rv && !rv->st)))
+        return fail(ctx, KN_EUNSUPPORTED, "running statistics are updated in place: trace them through kn_compile, "
+                    "with concrete running_mean and running_var");
     return 1;
 }
 

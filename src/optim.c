@@ -86,7 +86,7 @@ static int same_layout(const kn_tensor *a, const kn_tensor *b)
 static kn_status assign_checks(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
 {
     if (!tensor_check(ctx, dst, "dst") || !tensor_check(ctx, src, "src")) return ctx->status;
-    if (!dst->st || !src->st)
+    if (!dst->st || (!src->st && !ctx->capture))
         return kn_errs(ctx, KN_EUNSUPPORTED, "operand '%s' is symbolic (being traced): in-place assignment "
                        "works on concrete tensors only", dst->st ? "src" : "dst");
     char b0[96], b1[96];
@@ -109,6 +109,11 @@ kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
     if (!ctx) return KN_EINVAL;
     const char *saved = op_enter(ctx, "tensor_assign");
     kn_status s = assign_checks(ctx, dst, src);
+    if (s == KN_OK && ctx->capture) {
+        s = capture_write(ctx, dst, src); /* kn_call is tracing: a write the program replays */
+        op_leave(ctx, saved);
+        return s;
+    }
     if (s == KN_OK && src->st == dst->st && !same_layout(dst, src)) {
         size_t bytes = (size_t)tensor_numel(dst->ndim, dst->shape) * kn_dtype_size((kn_dtype)dst->dtype);
         char *buf = kn_alloc(ctx, bytes);
@@ -351,9 +356,12 @@ static int push(Writes *ws, kn_tensor *dst, kn_tensor *src)
 static kn_tensor *state(kn_optim *o, int i, int k)
 {
     kn_tensor **t = &o->state[i].t[k], *p = o->params[i];
-    if (!*t) {
+    if (!*t) { /* concrete even while kn_call traces: state outlives the trace */
+        Graph *tr = o->ctx->trace;
+        o->ctx->trace = NULL;
         *t = k == ST_STEP ? kn_zeros(o->ctx, KN_F64, 0, NULL) : kn_zeros(o->ctx, (kn_dtype)p->dtype, p->ndim, p->shape);
         kn_keep(o->ctx, *t);
+        o->ctx->trace = tr;
     }
     return *t;
 }
@@ -379,6 +387,7 @@ static int sgd_update(kn_optim *o, int i, kn_tensor *g, Writes *ws)
     if (s->momentum != 0) {
         kn_tensor *buf = state(o, i, ST_BUF);
         if (!buf) return 0;
+        if (ctx->capture) capture_guard_flag(ctx, &o->state[i].started, "SGD momentum buffer started");
         kn_tensor *nb = o->state[i].started ? add_scaled(ctx, binc(ctx, OP_MUL, buf, s->momentum),
                                                          1 - s->dampening, d)
                                             : d;
@@ -427,7 +436,8 @@ static int adam_update(kn_optim *o, int i, kn_tensor *g, Writes *ws)
 static kn_status check_grad(kn_ctx *ctx, int i, kn_tensor *p, kn_tensor *g)
 {
     char b0[96], b1[96];
-    if (!g->st) return kn_errs(ctx, KN_EUNSUPPORTED, "the grad of params[%d] is symbolic (being traced)", i);
+    if (!g->st && !ctx->capture)
+        return kn_errs(ctx, KN_EUNSUPPORTED, "the grad of params[%d] is symbolic: trace the step through kn_compile", i);
     if (g->ndim != p->ndim || memcmp(g->shape, p->shape, p->ndim * sizeof *p->shape) != 0)
         return kn_errs(ctx, KN_ESHAPE, "the grad of params[%d] has shape %s, the parameter %s", i,
                        fmt_shape(b0, sizeof b0, g), fmt_shape(b1, sizeof b1, p));
@@ -468,8 +478,8 @@ kn_status kn_optim_step(kn_optim *o)
     kn_ctx *ctx = o->ctx;
     const char *saved = op_enter(ctx, "kn_optim_step");
     kn_status s = KN_OK;
-    if (ctx->trace) {
-        s = kn_errs(ctx, KN_EUNSUPPORTED, "optimizer steps while tracing are not supported yet");
+    if (ctx->trace && !ctx->capture) {
+        s = kn_errs(ctx, KN_EUNSUPPORTED, "optimizer steps are traced through kn_compile only");
         op_leave(ctx, saved);
         return s;
     }

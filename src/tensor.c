@@ -269,9 +269,10 @@ static void copy_out(const kn_tensor *t, char *dst)
     }
 }
 
-static int check_concrete(kn_ctx *ctx, kn_tensor *t)
+static int check_concrete(kn_ctx *ctx, kn_tensor *t, const char *op)
 {
     if (!tensor_check(ctx, t, "t")) return 0;
+    if (!t->st && ctx->capture) return capture_break(ctx, t, op) == KN_OK;
     if (!t->st) {
         kn_err(ctx, KN_EUNSUPPORTED, "tensor is symbolic (being traced): its values are not known yet");
         return 0;
@@ -285,7 +286,7 @@ kn_status kn_read(kn_ctx *ctx, kn_tensor *t, void *dst, size_t bytes)
     const char *saved = op_enter(ctx, "kn_read");
     kn_status s = KN_OK;
     size_t need = (size_t)kn_numel(t) * kn_dtype_size(kn_dtype_of(t));
-    if (!check_concrete(ctx, t)) s = ctx->status;
+    if (!check_concrete(ctx, t, "kn_read")) s = ctx->status;
     else if (!dst && need) s = kn_errs(ctx, KN_EINVAL, "operand 'dst' is NULL");
     else if (bytes < need)
         s = kn_errs(ctx, KN_EINVAL, "destination holds %zu bytes, the %s tensor needs %zu", bytes,
@@ -300,7 +301,7 @@ kn_status kn_item(kn_ctx *ctx, kn_tensor *t, double *out)
     if (!ctx) return KN_EINVAL;
     const char *saved = op_enter(ctx, "kn_item");
     kn_status s = KN_OK;
-    if (!check_concrete(ctx, t)) s = ctx->status;
+    if (!check_concrete(ctx, t, "kn_item")) s = ctx->status;
     else if (!out) s = kn_errs(ctx, KN_EINVAL, "operand 'out' is NULL");
     else if (kn_numel(t) != 1)
         s = kn_errs(ctx, KN_ESHAPE, "tensor has %lld elements, expected exactly 1", (long long)kn_numel(t));

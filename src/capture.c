@@ -1,0 +1,1415 @@
+/*
+ * capture.c — kn_compile, TorchDynamo's contract for C functions: trace the
+ * body once into graphs, compile them, and replay them behind guards.
+ *
+ * The first call (and each recompile) runs the body with ctx->trace set,
+ * on symbolic stand-ins for the inputs, so every op records a node. A
+ * concrete tensor the body meets (a parameter, optimizer state, running
+ * statistics) enters the graph as an input, bound at call time to where it
+ * came from: a kn_call input, params[i] of the options, or a handle the
+ * entry holds. What the graph assumed becomes the entry's guards.
+ *
+ * Side effects are recorded rather than done: a write into a concrete
+ * tensor (an optimizer step, batch_norm's running stats: tensor_assign)
+ * redirects later reads of that tensor to the written value and becomes an
+ * output of the graph, copied back after each run; the .grad that
+ * kn_backward and kn_zero_grad leave likewise. Reading a value (kn_read,
+ * kn_item) is a graph break: the graph so far becomes a segment that is
+ * compiled and run, every live traced tensor becomes concrete, the value
+ * read is guarded on, and tracing goes on in a new graph.
+ *
+ * An entry is a list of segments. A call runs them in order, holding back
+ * writes until the last has run, so a break value that differs from the
+ * traced one (another branch of the body) simply discards the call's work
+ * and traces a new entry. With grad enabled and a parameter or input that
+ * requires grad, the single segment is a joint graph split by the
+ * partitioner: its forward runs now, and a tape region runs its compiled
+ * backward when kn_backward reaches the output.
+ *
+ * Requires: the eager API traceable (prim.c), autodiff_grads, the
+ * partitioner and compile_graph. Produces: kn_fn.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compile.h"
+#include "core.h"
+#include "log.h"
+#include "partition.h"
+#include "../port/port.h"
+
+enum { MAX_IO = 64, MAX_VALS = 1024 }; /* inputs/outputs of a call; values in or out of a graph */
+
+/* Where a value comes from at call time. */
+typedef enum { SRC_NONE, SRC_IN, SRC_PARAM, SRC_HELD, SRC_GRAD, SRC_SEG, SRC_COT } SrcKind;
+typedef struct {
+    uint8_t kind;
+    int32_t a, b; /* IN: input a; PARAM: params[a]; HELD: held[a]; GRAD: params[a]'s grad; SEG: segment a, output b */
+} Src;
+
+typedef struct {
+    Graph *g;        /* the segment's own graph (inputs renumbered) */
+    Program *prog;   /* NULL: nothing to compute */
+    int nin;
+    Src *in;         /* what each input of g is bound to */
+    int nout;
+    uint32_t *outs;  /* nodes of g */
+    Src *alias;      /* output m is an input passed through: alias[m] (else kind NONE) */
+} Seg;
+
+typedef struct {
+    int at;          /* checked before segment `at` runs (nsegs: at the end) */
+    Src val;         /* the value read */
+    void *bytes;     /* what it held when traced */
+    size_t n;
+    const char *op;
+} ValueGuard;
+
+typedef struct {
+    Src dst;         /* PARAM or HELD */
+    Src val;
+    int seg;         /* the segment after which it is known */
+} Write;
+
+typedef struct {
+    int param;       /* params[param].grad := val (kind NONE: no grad) */
+    Src val;
+} GradSet;
+
+typedef struct {
+    uint8_t dtype, ndim, contig, reqgrad;
+    int64_t shape[KN_MAX_DIMS];
+} InGuard;
+
+typedef struct {
+    int idx;
+    const kn_tensor *t;
+    uint8_t reqgrad;
+    int8_t grad;     /* -1: not assumed; 0: no grad at entry; 1: a grad (of the param's shape) */
+} ParamGuard;
+
+typedef struct {
+    const int *p;
+    int v;
+    const char *what;
+} FlagGuard;
+
+/* the compiled backward of a region (grad mode, one differentiable output) */
+typedef struct {
+    Seg bwd;         /* inputs: SRC_SEG(0, m) saved values, SRC_COT, and the forward's own sources */
+    int nsrc;
+    Src *src;        /* the region's sources (IN or PARAM), in tape order */
+    int *grad_out;   /* output of bwd for source i, or -1 */
+    int out;         /* which user output is differentiable */
+} Region;
+
+typedef struct CEntry {
+    struct CEntry *next;
+    int refs;        /* the fn, and each live tape region */
+    kn_ctx *ctx;
+    Arena arena;
+    int nin, nout, grad_mode;
+    InGuard *ing;
+    ParamGuard *pg;
+    int npg;
+    FlagGuard *fg;
+    int nfg;
+    kn_tensor **held;
+    int nheld;
+    Seg *segs;
+    int nsegs;
+    ValueGuard *vg;
+    int nvg;
+    Write *w;
+    int nw;
+    GradSet *gs;
+    int ngs;
+    Src *outs;
+    Region *rg;
+    int kernels;
+    size_t arena_bytes, code_bytes;
+    double compile_ms;
+    const char *backend;
+} CEntry;
+
+struct kn_fn {
+    kn_ctx *ctx;
+    kn_body_fn body;
+    void *user;
+    kn_compile_opts o;
+    CEntry *entries;  /* newest first */
+    int nentries, calls, recompiles, graph_breaks, eager_calls, warned;
+    uint8_t dyn[MAX_IO][KN_MAX_DIMS]; /* dims marked dynamic */
+    char name[64];
+};
+
+/* ---- the trace in progress ---- */
+
+typedef struct {
+    kn_tensor *t;     /* the user's tensor */
+    kn_tensor *hold;  /* a handle keeping its storage (materialized) */
+    Src src;
+} Known;
+
+typedef struct {
+    kn_tensor *leaf;  /* params[param] */
+    int param;
+    kn_tensor *entry; /* its .grad when first touched */
+} Tracked;
+
+typedef struct {
+    kn_tensor *dst;
+    uint32_t node, serial;
+} PendingWrite;
+
+typedef struct Capture {
+    kn_fn *f;
+    CEntry *e;
+    kn_tensor *const *in;    /* the real inputs */
+    kn_tensor **stand;       /* their stand-ins */
+    uint32_t tape_start;
+    Known *known;
+    int nknown;
+    Tracked *tr;
+    int ntr;
+    PendingWrite *pw;
+    int npw;
+    int seg;                 /* segments finished */
+    int backward;            /* the body called kn_backward */
+    kn_tensor ***vals;       /* vals[seg][m]: outputs of finished segments */
+    int *nvals;
+    kn_status failed;
+} Capture;
+
+/* Arrays in an arena hold max(8, the next power of two >= n) elements: room for one more. */
+static void *append(Arena *a, void *p, int n, size_t size)
+{
+    int cap = 8;
+    while (cap < n) cap *= 2;
+    if (n > 0 && n < cap) return p;
+    return arena_grow(a, p, (size_t)(n ? cap : 0) * size, (size_t)(n ? 2 * cap : 8) * size);
+}
+
+#define APPEND(a, arr, n) (((arr) = append((a), (arr), (n), sizeof *(arr))) != NULL)
+
+static double now_ms(void) { return (double)port_now_ns() / 1e6; }
+
+/* ---- slicing a traced graph into a segment's graph ---- */
+
+/* Ancestors of outs in g, stopping at cut nodes and INPUTs, which become
+ * the new graph's inputs; from[k] is the g node behind new input k, map[v]
+ * the new id of g's node v. */
+static Graph *slice(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const uint8_t *cut, uint32_t *map,
+                    uint32_t *from, int *nfrom, int maxfrom)
+{
+    uint8_t *need = kn_alloc(ctx, g->n);
+    Graph *h = need ? graph_new(ctx) : NULL;
+    if (!h) {
+        kn_dealloc(ctx, need, g->n);
+        return kn_err(ctx, KN_ENOMEM, "out of memory slicing a graph");
+    }
+    memset(need, 0, g->n);
+    memset(map, 0, g->n * sizeof *map);
+    for (int i = 0; i < nouts; i++) need[outs[i]] = 1;
+    for (uint32_t v = g->n; v-- > 1;) {
+        if (!need[v] || cut[v] || g->nodes[v].op == OP_INPUT) continue;
+        for (int i = 0; i < g->nodes[v].nsrc; i++) need[g->nodes[v].src[i]] = 1;
+    }
+    *nfrom = 0;
+    for (uint32_t v = 1; v < g->n; v++) {
+        if (!need[v]) continue;
+        Node n = g->nodes[v];
+        if (cut[v] || n.op == OP_INPUT) {
+            if (*nfrom == maxfrom) {
+                kn_err(ctx, KN_EUNSUPPORTED, "a compiled graph reads more than %d tensors", maxfrom);
+                break;
+            }
+            memset(&n, 0, sizeof n);
+            n.op = OP_INPUT;
+            n.dtype = g->nodes[v].dtype;
+            n.ndim = g->nodes[v].ndim;
+            memcpy(n.shape, g->nodes[v].shape, sizeof n.shape);
+            n.p.i[0] = *nfrom;
+            n.p.n = 1;
+            from[(*nfrom)++] = v;
+            h->ninputs++;
+        } else {
+            for (int i = 0; i < n.nsrc; i++) n.src[i] = map[n.src[i]];
+        }
+        if (!(map[v] = graph_add(h, &n))) {
+            kn_err(ctx, KN_ENOMEM, "out of memory slicing a graph");
+            break;
+        }
+    }
+    kn_dealloc(ctx, need, g->n);
+    if (ctx->status) {
+        graph_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static CompileBackend backend_of(kn_backend b)
+{
+    return b == KN_BACKEND_TCC ? BACKEND_TCC : b == KN_BACKEND_INTERP ? BACKEND_INTERP : BACKEND_C;
+}
+
+/* A handle the entry keeps on concrete tensor t (one per storage and view). */
+static Src held_src(Capture *c, kn_tensor *t)
+{
+    CEntry *e = c->e;
+    for (int i = 0; i < e->nheld; i++)
+        if (e->held[i]->st == t->st && e->held[i]->offset == t->offset && e->held[i]->dtype == t->dtype &&
+            e->held[i]->ndim == t->ndim && memcmp(e->held[i]->shape, t->shape, sizeof t->shape) == 0 &&
+            memcmp(e->held[i]->stride, t->stride, sizeof t->stride) == 0)
+            return (Src){SRC_HELD, i, 0};
+    if (!APPEND(&e->arena, e->held, e->nheld)) {
+        kn_err(c->f->ctx, KN_ENOMEM, "out of memory tracing");
+        return (Src){SRC_NONE, 0, 0};
+    }
+    if (!(e->held[e->nheld] = tensor_hold(c->f->ctx, t))) return (Src){SRC_NONE, 0, 0};
+    return (Src){SRC_HELD, e->nheld++, 0};
+}
+
+/* Classifies g's input node v (a concrete tensor met while tracing, or a stand-in). */
+static Src source_of(Capture *c, const Graph *g, uint32_t v, uint32_t cot_node)
+{
+    Src s = {SRC_NONE, 0, 0};
+    if (v == cot_node) return (Src){SRC_COT, 0, 0};
+    kn_tensor *t = g->input_vals[g->nodes[v].p.i[0]];
+    kn_fn *f = c->f;
+    for (int k = 0; k < c->e->nin; k++)
+        if (t == c->stand[k]) return (Src){SRC_IN, k, 0};
+    for (int i = 0; i < c->nknown; i++)
+        if (c->known[i].t == t && c->known[i].hold->st == t->st) return c->known[i].src;
+    for (int i = 0; i < c->ntr; i++)
+        if (c->tr[i].entry == t) return (Src){SRC_GRAD, c->tr[i].param, 0};
+    for (int i = 0; f->o.params && i < f->o.nparams; i++)
+        if (f->o.params[i] == t) return (Src){SRC_PARAM, i, 0};
+    (void)s;
+    return held_src(c, t);
+}
+
+/* Builds and compiles a segment of graph g computing outs (cut: nodes that are inputs). */
+static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *outs, int nouts, const uint8_t *cut,
+                          uint32_t cot_node)
+{
+    kn_ctx *ctx = c->f->ctx;
+    CEntry *e = c->e;
+    uint32_t *map = kn_alloc(ctx, g->n * sizeof *map), from[MAX_VALS];
+    if (!map) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling a segment");
+    int nfrom = 0;
+    sg->g = slice(ctx, g, outs, nouts, cut, map, from, &nfrom, MAX_VALS);
+    kn_status s = sg->g ? KN_OK : ctx->status;
+    sg->nin = nfrom;
+    sg->nout = nouts;
+    sg->in = arena_alloc(&e->arena, (size_t)(nfrom + 1) * sizeof *sg->in);
+    sg->outs = arena_alloc(&e->arena, (size_t)(nouts + 1) * sizeof *sg->outs);
+    sg->alias = arena_alloc(&e->arena, (size_t)(nouts + 1) * sizeof *sg->alias);
+    if (!s && (!sg->in || !sg->outs || !sg->alias)) s = kn_errs(ctx, KN_ENOMEM, "out of memory compiling a segment");
+    for (int k = 0; k < nfrom && !s; k++) {
+        uint32_t v = from[k];
+        if (g->nodes[v].op == OP_INPUT) sg->in[k] = source_of(c, g, v, cot_node);
+        else {
+            sg->in[k] = (Src){SRC_NONE, (int32_t)v, 0}; /* a saved value: the caller fills it */
+        }
+        if (ctx->status) s = ctx->status;
+    }
+    uint32_t uniq[MAX_VALS];
+    int nu = 0;
+    for (int m = 0; m < nouts && !s; m++) {
+        sg->outs[m] = map[outs[m]];
+        const Node *n = &sg->g->nodes[sg->outs[m]];
+        sg->alias[m] = n->op == OP_INPUT ? sg->in[n->p.i[0]] : (Src){SRC_NONE, 0, 0};
+        if (n->op == OP_INPUT) continue;
+        int dup = 0;
+        for (int i = 0; i < nu && !dup; i++) dup = uniq[i] == sg->outs[m];
+        if (!dup && nu < (int)(sizeof uniq / sizeof *uniq)) uniq[nu++] = sg->outs[m];
+    }
+    kn_dealloc(ctx, map, g->n * sizeof *map);
+    if (s || nu == 0) return s;
+    if (log_on(ctx, LOG_GRAPH)) {
+        size_t need = graph_dump(sg->g, NULL, 0) + 1;
+        char *buf = kn_alloc(ctx, need);
+        if (buf) {
+            graph_dump(sg->g, buf, need);
+            log_line(ctx, LOG_GRAPH, "%s: entry %d, segment %d: %" PRIu32 " nodes", c->f->name, c->f->nentries,
+                     c->seg, sg->g->n - 1);
+            log_text(ctx, LOG_GRAPH, buf);
+            kn_dealloc(ctx, buf, need);
+        }
+    }
+    /* the program's outputs are the distinct computed ones, in order */
+    CompileOpts co = {backend_of(c->f->o.backend)};
+    sg->prog = compile_graph(ctx, sg->g, uniq, nu, &co);
+    if (!sg->prog) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "compile failed");
+    ProgramStats st;
+    program_stats(sg->prog, &st);
+    e->kernels += st.kernels;
+    e->arena_bytes += st.arena_bytes;
+    e->code_bytes += st.code_bytes;
+    e->backend = st.backend;
+    return KN_OK;
+}
+
+/* ---- running an entry ---- */
+
+typedef struct {
+    kn_tensor *const *in;
+    kn_tensor ***vals;    /* vals[seg][m] */
+    kn_tensor **staged;   /* per write: its value, not yet committed */
+    kn_tensor *cot;
+    kn_tensor **saved;    /* region backward: the forward's saved values */
+} Binding;
+
+static kn_tensor *resolve(kn_fn *f, CEntry *e, const Binding *b, Src s)
+{
+    switch (s.kind) {
+    case SRC_IN: return b->in[s.a];
+    case SRC_PARAM:
+    case SRC_HELD:
+        for (int i = e->nw; b->staged && i-- > 0;) /* the newest held-back write wins */
+            if (b->staged[i] && e->w[i].dst.kind == s.kind && e->w[i].dst.a == s.a) return b->staged[i];
+        return s.kind == SRC_PARAM ? f->o.params[s.a] : e->held[s.a];
+    case SRC_GRAD: return f->o.params[s.a]->grad;
+    case SRC_SEG: return b->vals[s.a][s.b];
+    case SRC_COT: return b->cot;
+    default: return NULL;
+    }
+}
+
+/* Runs seg, filling out[0..nout) with new tensors (aliases are views). */
+static kn_status run_seg(kn_fn *f, CEntry *e, const Seg *sg, const Binding *b, kn_tensor **out)
+{
+    kn_ctx *ctx = f->ctx;
+    kn_tensor *ins[MAX_VALS], *pouts[MAX_VALS];
+    for (int k = 0; k < sg->nin; k++) {
+        ins[k] = sg->in[k].kind == SRC_NONE ? b->saved[sg->in[k].b] : resolve(f, e, b, sg->in[k]);
+        if (!ins[k]) return kn_errs(ctx, KN_EINVAL, "%s: input %d of a compiled graph has no value", f->name, k);
+    }
+    kn_status s = sg->prog ? program_run(sg->prog, ins, sg->nin, pouts) : KN_OK;
+    int next = 0;
+    for (int m = 0; m < sg->nout; m++) out[m] = NULL;
+    for (int m = 0; m < sg->nout && !s; m++) {
+        kn_tensor *v;
+        if (sg->alias[m].kind != SRC_NONE) v = resolve(f, e, b, sg->alias[m]);
+        else {
+            int j = -1; /* the program's output for this node */
+            for (int i = 0; i < m && j < 0; i++)
+                if (sg->alias[i].kind == SRC_NONE && sg->outs[i] == sg->outs[m]) j = i;
+            v = j >= 0 ? out[j] : pouts[next++];
+        }
+        out[m] = v ? tensor_view(ctx, v, v->ndim, v->shape, v->stride, v->offset) : NULL;
+        if (!out[m]) s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: no value for output %d", f->name, m);
+        else kn_keep(ctx, out[m]);
+    }
+    for (int i = 0; sg->prog && !s && i < next; i++) kn_free(ctx, pouts[i]);
+    return s;
+}
+
+static void free_vals(kn_ctx *ctx, kn_tensor **v, int n)
+{
+    for (int i = 0; v && i < n; i++)
+        if (v[i]) {
+            v[i]->flags &= (uint8_t)~TF_KEPT;
+            kn_free(ctx, v[i]);
+        }
+}
+
+static void entry_unref(CEntry *e);
+
+typedef struct {
+    kn_fn *f;
+    CEntry *e;
+    kn_tensor **saved;
+    int nsaved;
+    kn_tensor **src;  /* handles of the forward's sources, as bound at the call */
+} RegionCall;
+
+static void region_release(kn_ctx *ctx, void *user)
+{
+    RegionCall *rc = user;
+    for (int i = 0; i < rc->nsaved; i++) tensor_unhold(ctx, rc->saved[i]);
+    for (int i = 0; i < rc->e->rg->bwd.nin; i++)
+        if (rc->src[i]) tensor_unhold(ctx, rc->src[i]);
+    kn_dealloc(ctx, rc->saved, (size_t)rc->nsaved * sizeof *rc->saved);
+    kn_dealloc(ctx, rc->src, (size_t)rc->e->rg->bwd.nin * sizeof *rc->src);
+    entry_unref(rc->e);
+    kn_dealloc(ctx, rc, sizeof *rc);
+}
+
+static kn_status region_vjp(kn_ctx *ctx, void *user, kn_tensor *g, kn_tensor **grads)
+{
+    RegionCall *rc = user;
+    Region *rg = rc->e->rg;
+    kn_tensor *ins[MAX_VALS], *outs[MAX_VALS];
+    if (!rg->bwd.prog) return KN_OK; /* no source gets a gradient */
+    for (int k = 0; k < rg->bwd.nin; k++) {
+        Src s = rg->bwd.in[k];
+        ins[k] = s.kind == SRC_COT ? g : s.kind == SRC_NONE ? rc->saved[s.b] : rc->src[k];
+    }
+    (void)ctx;
+    kn_status st = program_run(rg->bwd.prog, ins, rg->bwd.nin, outs);
+    if (st) return st;
+    for (int i = 0; i < rg->nsrc; i++) grads[i] = rg->grad_out[i] >= 0 ? outs[rg->grad_out[i]] : NULL;
+    return KN_OK;
+}
+
+/* The bytes of t, row-major; NULL on error. */
+static void *read_bytes(kn_ctx *ctx, kn_tensor *t, size_t *n)
+{
+    *n = (size_t)kn_numel(t) * kn_dtype_size(kn_dtype_of(t));
+    void *p = kn_alloc(ctx, *n ? *n : 1);
+    if (p && kn_read(ctx, t, p, *n) != KN_OK) {
+        kn_dealloc(ctx, p, *n ? *n : 1);
+        p = NULL;
+    }
+    return p;
+}
+
+enum { RUN_OK = 0, RUN_MISMATCH = -1 };
+
+/* Runs segments first..nsegs-1 of e (earlier ones' values are in vals),
+ * commits writes and grads, hands out outputs. Returns RUN_OK, RUN_MISMATCH
+ * (a break value differs: nothing was changed) or a status. */
+static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out, int first, kn_tensor ***vals,
+                     int commit_each)
+{
+    kn_ctx *ctx = f->ctx;
+    kn_tensor *staged[512] = {0};
+    Binding b = {in, vals, staged, NULL, NULL};
+    int s = KN_OK;
+    if (e->nw > 512) return kn_errs(ctx, KN_EUNSUPPORTED, "%s: more than 512 writes", f->name);
+    for (int j = first; j <= e->nsegs && !s; j++) {
+        for (int i = 0; i < e->nvg && !s && j > first; i++) { /* values the body read before segment j */
+            ValueGuard *g = &e->vg[i];
+            if (g->at != j) continue;
+            size_t n;
+            kn_tensor *t = resolve(f, e, &b, g->val);
+            void *p = t ? read_bytes(ctx, t, &n) : NULL;
+            if (!p) s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: a guarded value is gone", f->name);
+            else if (n != g->n || memcmp(p, g->bytes, n) != 0) s = RUN_MISMATCH;
+            if (p) kn_dealloc(ctx, p, n ? n : 1);
+        }
+        if (j == e->nsegs || s) break;
+        Seg *sg = &e->segs[j];
+        vals[j] = kn_alloc(ctx, (size_t)(sg->nout + 1) * sizeof **vals);
+        if (!vals[j]) return kn_errs(ctx, KN_ENOMEM, "out of memory running %s", f->name);
+        if ((s = run_seg(f, e, sg, &b, vals[j]))) break;
+        for (int i = 0; i < e->nw; i++)
+            if (e->w[i].seg == j) staged[i] = resolve(f, e, &b, e->w[i].val);
+    }
+    /* commit: writes, then grads */
+    Graph *tr = ctx->trace;
+    struct Capture *cap = ctx->capture;
+    ctx->trace = NULL;
+    ctx->capture = NULL;
+    for (int i = 0; i < e->nw && s == KN_OK; i++) {
+        if (!staged[i] || (commit_each && e->w[i].seg < first)) continue;
+        kn_tensor *dst = e->w[i].dst.kind == SRC_PARAM ? f->o.params[e->w[i].dst.a] : e->held[e->w[i].dst.a];
+        int later = 0; /* only the last write to a tensor counts */
+        for (int k = i + 1; k < e->nw && !later; k++)
+            later = e->w[k].dst.kind == e->w[i].dst.kind && e->w[k].dst.a == e->w[i].dst.a;
+        if (!later) s = tensor_assign(ctx, dst, staged[i]);
+    }
+    for (int i = 0; i < e->ngs && s == KN_OK; i++) {
+        kn_tensor *p = f->o.params[e->gs[i].param];
+        kn_tensor *v = e->gs[i].val.kind == SRC_NONE ? NULL : resolve(f, e, &b, e->gs[i].val);
+        kn_tensor *ng = v ? kn_keep(ctx, tensor_view(ctx, v, v->ndim, v->shape, v->stride, v->offset)) : NULL;
+        if (v && !ng) {
+            s = ctx->status;
+            break;
+        }
+        if (p->grad) {
+            p->grad->flags &= (uint8_t)~TF_GRAD;
+            kn_free(ctx, p->grad);
+        }
+        p->grad = ng;
+        if (ng) ng->flags |= TF_GRAD;
+    }
+    for (int k = 0; k < e->nout && s == KN_OK; k++) {
+        kn_tensor *v = resolve(f, e, &b, e->outs[k]);
+        out[k] = v ? tensor_view(ctx, v, v->ndim, v->shape, v->stride, v->offset) : NULL;
+        if (!out[k]) s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: output %d has no value", f->name, k);
+    }
+    if (s == RUN_MISMATCH) {
+        ctx->trace = tr;
+        ctx->capture = cap;
+        return s;
+    }
+    if (s == KN_OK && e->rg) { /* the tape region that runs the compiled backward */
+        Region *rg = e->rg;
+        RegionCall *rc = kn_alloc(ctx, sizeof *rc);
+        Seg *fw = &e->segs[0];
+        if (rc) {
+            memset(rc, 0, sizeof *rc);
+            rc->f = f;
+            rc->e = e;
+            rc->nsaved = fw->nout;
+            rc->saved = kn_alloc(ctx, (size_t)(fw->nout + 1) * sizeof *rc->saved);
+            rc->src = kn_alloc(ctx, (size_t)(rg->bwd.nin + 1) * sizeof *rc->src);
+            e->refs++;
+        }
+        if (!rc || !rc->saved || !rc->src) s = kn_errs(ctx, KN_ENOMEM, "out of memory for a compiled backward");
+        for (int m = 0; rc && rc->saved && m < fw->nout; m++) rc->saved[m] = NULL;
+        for (int k = 0; rc && rc->src && k < rg->bwd.nin; k++) rc->src[k] = NULL;
+        for (int m = 0; !s && m < fw->nout; m++)
+            if (!(rc->saved[m] = tensor_hold(ctx, vals[0][m]))) s = ctx->status;
+        for (int k = 0; !s && k < rg->bwd.nin; k++) {
+            Src sk = rg->bwd.in[k];
+            if (sk.kind == SRC_NONE || sk.kind == SRC_COT) continue;
+            kn_tensor *v = resolve(f, e, &b, sk);
+            if (!v || !(rc->src[k] = tensor_hold(ctx, v))) s = ctx->status ? ctx->status : KN_EINVAL;
+        }
+        kn_tensor *srcs[MAX_VALS];
+        for (int i = 0; !s && i < rg->nsrc; i++) srcs[i] = resolve(f, e, &b, rg->src[i]);
+        if (!s) {
+            if (!autodiff_region(ctx, out[rg->out], rg->nsrc, srcs, region_vjp, region_release, rc)) s = ctx->status;
+        } else if (rc && rc->saved && rc->src) {
+            region_release(ctx, rc);
+        } else if (rc) {
+            kn_dealloc(ctx, rc->saved, (size_t)(fw->nout + 1) * sizeof *rc->saved);
+            kn_dealloc(ctx, rc->src, (size_t)(rg->bwd.nin + 1) * sizeof *rc->src);
+            kn_dealloc(ctx, rc, sizeof *rc);
+            e->refs--;
+        }
+    }
+    ctx->trace = tr;
+    ctx->capture = cap;
+    if (s != KN_OK)
+        for (int k = 0; k < e->nout; k++)
+            if (out[k]) kn_free(ctx, out[k]), out[k] = NULL;
+    return s;
+}
+
+/* ---- guards ---- */
+
+/* 1 if every guard of e holds; else 0 and the first failure in why. */
+static int guards_pass(kn_fn *f, CEntry *e, kn_tensor *const *in, int nin, int nout, char *why, size_t cap)
+{
+    kn_ctx *ctx = f->ctx;
+    if (e->nin != nin || e->nout != nout) {
+        snprintf(why, cap, "called with %d inputs and %d outputs, compiled for %d and %d", nin, nout, e->nin, e->nout);
+        return 0;
+    }
+    if (e->grad_mode != ctx->grad_enabled) {
+        snprintf(why, cap, "grad mode: expected %s", e->grad_mode ? "enabled" : "disabled");
+        return 0;
+    }
+    for (int k = 0; k < nin; k++) {
+        const InGuard *g = &e->ing[k];
+        const kn_tensor *t = in[k];
+        if (t->dtype != g->dtype) {
+            snprintf(why, cap, "in[%d] dtype: expected %s, got %s", k, kn_dtype_name((kn_dtype)g->dtype),
+                     kn_dtype_name((kn_dtype)t->dtype));
+            return 0;
+        }
+        if (t->ndim != g->ndim) {
+            snprintf(why, cap, "in[%d] rank: expected %d, got %d", k, g->ndim, t->ndim);
+            return 0;
+        }
+        for (int d = 0; d < t->ndim; d++)
+            if (t->shape[d] != g->shape[d]) {
+                snprintf(why, cap, "in[%d] dim %d: expected %lld, got %lld", k, d, (long long)g->shape[d],
+                         (long long)t->shape[d]);
+                return 0;
+            }
+        if ((kn_is_contiguous(t) != 0) != g->contig) {
+            snprintf(why, cap, "in[%d]: expected a %scontiguous tensor", k, g->contig ? "" : "non-");
+            return 0;
+        }
+        if (((t->flags & TF_REQGRAD) != 0 && ctx->grad_enabled) != g->reqgrad) {
+            snprintf(why, cap, "in[%d] requires_grad: expected %s", k, g->reqgrad ? "true" : "false");
+            return 0;
+        }
+    }
+    for (int i = 0; i < e->npg; i++) {
+        const ParamGuard *g = &e->pg[i];
+        const kn_tensor *p = g->idx < f->o.nparams ? f->o.params[g->idx] : NULL;
+        if (p != g->t) {
+            snprintf(why, cap, "params[%d]: a different tensor than when compiled", g->idx);
+            return 0;
+        }
+        if (((p->flags & TF_REQGRAD) != 0) != g->reqgrad) {
+            snprintf(why, cap, "params[%d] requires_grad: expected %s", g->idx, g->reqgrad ? "true" : "false");
+            return 0;
+        }
+        if (g->grad >= 0 && (p->grad != NULL) != g->grad) {
+            snprintf(why, cap, "params[%d].grad: expected %s", g->idx, g->grad ? "a gradient" : "none");
+            return 0;
+        }
+    }
+    for (int i = 0; i < e->nfg; i++)
+        if (*e->fg[i].p != e->fg[i].v) {
+            snprintf(why, cap, "%s: expected %d, got %d", e->fg[i].what, e->fg[i].v, *e->fg[i].p);
+            return 0;
+        }
+    return 1;
+}
+
+static void log_guards(kn_fn *f, CEntry *e)
+{
+    kn_ctx *ctx = f->ctx;
+    if (!log_on(ctx, LOG_GUARDS)) return;
+    log_line(ctx, LOG_GUARDS, "%s: entry %d: grad mode %s, %d inputs, %d outputs", f->name, f->nentries,
+             e->grad_mode ? "on" : "off", e->nin, e->nout);
+    for (int k = 0; k < e->nin; k++) {
+        char b[160];
+        kn_tensor t;
+        memset(&t, 0, sizeof t);
+        t.ndim = e->ing[k].ndim;
+        memcpy(t.shape, e->ing[k].shape, sizeof t.shape);
+        log_line(ctx, LOG_GUARDS, "  in[%d]: %s %s%s%s", k, kn_dtype_name((kn_dtype)e->ing[k].dtype),
+                 fmt_shape(b, sizeof b, &t), e->ing[k].contig ? ", contiguous" : ", strided",
+                 e->ing[k].reqgrad ? ", requires_grad" : "");
+    }
+    for (int i = 0; i < e->npg; i++)
+        log_line(ctx, LOG_GUARDS, "  params[%d]: the same tensor%s%s", e->pg[i].idx,
+                 e->pg[i].reqgrad ? ", requires_grad" : "",
+                 e->pg[i].grad < 0 ? "" : e->pg[i].grad ? ", has a grad" : ", no grad");
+    for (int i = 0; i < e->nfg; i++) log_line(ctx, LOG_GUARDS, "  %s == %d", e->fg[i].what, e->fg[i].v);
+    for (int i = 0; i < e->nvg; i++)
+        log_line(ctx, LOG_GUARDS, "  the value read by %s (%zu bytes), before graph %d", e->vg[i].op, e->vg[i].n,
+                 e->vg[i].at + 1);
+}
+
+/* ---- the hooks the eager API calls while tracing ---- */
+
+static Tracked *track(Capture *c, kn_tensor *leaf, int read_old)
+{
+    kn_fn *f = c->f;
+    for (int i = 0; i < c->ntr; i++)
+        if (c->tr[i].leaf == leaf) return &c->tr[i];
+    int idx = -1;
+    for (int i = 0; f->o.params && i < f->o.nparams && idx < 0; i++)
+        if (f->o.params[i] == leaf) idx = i;
+    if (idx < 0) {
+        kn_err(f->ctx, KN_EUNSUPPORTED, "%s: the body changes the .grad of a tensor that is not in "
+               "kn_compile_opts.params; list every parameter there", f->name);
+        return NULL;
+    }
+    if (!APPEND(&c->e->arena, c->tr, c->ntr)) return kn_err(f->ctx, KN_ENOMEM, "out of memory tracing");
+    Tracked *t = &c->tr[c->ntr++];
+    t->leaf = leaf;
+    t->param = idx;
+    t->entry = leaf->grad;
+    CEntry *e = c->e;
+    for (int i = 0; i < e->npg; i++)
+        if (e->pg[i].idx == idx && e->pg[i].grad < 0 && read_old) e->pg[i].grad = leaf->grad != NULL;
+    if (read_old) { /* the graph assumed whether there was a grad */
+        int found = 0;
+        for (int i = 0; i < e->npg && !found; i++) found = e->pg[i].idx == idx;
+        if (!found && APPEND(&e->arena, e->pg, e->npg))
+            e->pg[e->npg++] = (ParamGuard){idx, leaf, (uint8_t)((leaf->flags & TF_REQGRAD) != 0),
+                                           (int8_t)(leaf->grad != NULL)};
+    }
+    return t;
+}
+
+kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old)
+{
+    Capture *c = ctx->capture;
+    Tracked *t = track(c, leaf, read_old);
+    if (!t) return ctx->status;
+    if (read_old) c->backward = 1;
+    kn_tensor *cur = leaf->grad;
+    if (cur && cur != t->entry) {
+        cur->flags &= (uint8_t)~TF_GRAD;
+        kn_free(ctx, cur);
+    }
+    leaf->grad = g ? kn_keep(ctx, g) : NULL;
+    if (g) g->flags |= TF_GRAD;
+    return KN_OK;
+}
+
+uint32_t capture_tape_start(const kn_ctx *ctx) { return ctx->capture->tape_start; }
+
+void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what)
+{
+    CEntry *e = ctx->capture->e;
+    for (int i = 0; i < e->nfg; i++)
+        if (e->fg[i].p == flag) return;
+    if (APPEND(&e->arena, e->fg, e->nfg)) e->fg[e->nfg++] = (FlagGuard){flag, *flag, what};
+}
+
+kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
+{
+    Capture *c = ctx->capture;
+    if (!kn_is_contiguous(dst) || dst->offset != 0 || (size_t)kn_numel(dst) * kn_dtype_size(kn_dtype_of(dst)) != dst->st->bytes)
+        return kn_errs(ctx, KN_EUNSUPPORTED, "%s: the body writes into a view; kn_compile replays writes into whole "
+                       "tensors only", c->f->name);
+    Params p;
+    memset(&p, 0, sizeof p);
+    p.dtype = dst->dtype;
+    kn_tensor *v = prim(ctx, OP_CAST, &src, &p); /* a traced node in dst's dtype */
+    if (!v) return ctx->status;
+    if (!APPEND(&c->e->arena, c->pw, c->npw)) return kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    c->pw[c->npw++] = (PendingWrite){dst, v->node, ctx->trace->serial};
+    dst->node = v->node; /* later reads in this graph see the new value */
+    dst->trace_serial = ctx->trace->serial;
+    return KN_OK;
+}
+
+/* ---- finishing a segment ---- */
+
+static int add_out(uint32_t *outs, int *n, int cap, uint32_t node)
+{
+    for (int i = 0; i < *n; i++)
+        if (outs[i] == node) return i;
+    if (*n == cap) return -1;
+    outs[*n] = node;
+    return (*n)++;
+}
+
+static int is_traced(const kn_ctx *ctx, const kn_tensor *t)
+{
+    return t && !t->st && t->node && t->trace_serial == ctx->trace->serial;
+}
+
+/* The value of t (traced or concrete) as a source for the entry, with the
+ * segment's output list extended as needed. */
+static int value_src(Capture *c, kn_tensor *t, uint32_t *outs, int *nouts, int cap, Src *src)
+{
+    kn_ctx *ctx = c->f->ctx;
+    if (is_traced(ctx, t)) {
+        int m = add_out(outs, nouts, cap, t->node);
+        if (m < 0) return kn_errs(ctx, KN_EUNSUPPORTED, "%s: more than %d values leave a graph", c->f->name, cap);
+        *src = (Src){SRC_SEG, c->seg, m};
+        return KN_OK;
+    }
+    for (int k = 0; k < c->e->nin; k++)
+        if (t == c->stand[k]) return *src = (Src){SRC_IN, k, 0}, KN_OK;
+    for (int i = 0; i < c->nknown; i++)
+        if (c->known[i].t == t && c->known[i].hold->st == t->st) return *src = c->known[i].src, KN_OK;
+    for (int i = 0; c->f->o.params && i < c->f->o.nparams; i++)
+        if (c->f->o.params[i] == t) return *src = (Src){SRC_PARAM, i, 0}, KN_OK;
+    if (!t->st) return kn_errs(ctx, KN_EINVAL, "%s: an output comes from an earlier trace", c->f->name);
+    *src = held_src(c, t); /* a concrete tensor the graph never read */
+    return src->kind == SRC_NONE ? ctx->status : KN_OK;
+}
+
+static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs, int *nouts, int cap, int dout,
+                              Seg *fwd);
+static void materialize_stand(Capture *c, int k);
+
+/* Ends the current graph: at a break (t: the tensor read) or at the end of
+ * the body (out: its outputs). Compiles the segment and, at a break, runs it
+ * and makes every live traced tensor concrete. */
+static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out, int nout)
+{
+    kn_fn *f = c->f;
+    kn_ctx *ctx = f->ctx;
+    CEntry *e = c->e;
+    Graph *g = ctx->trace;
+    uint32_t outs[MAX_VALS];
+    int n = 0, cap = MAX_VALS;
+    kn_status s = KN_OK;
+    kn_tensor *mat[MAX_VALS];
+    int nmat = 0;
+    if (brk) { /* every live traced tensor leaves the graph */
+        for (kn_tensor *t = ctx->live; t && !s; t = t->next) {
+            if (!is_traced(ctx, t)) continue;
+            int stand = 0;
+            for (int k = 0; k < e->nin; k++) stand |= t == c->stand[k];
+            if (stand) continue;
+            if (nmat == cap) s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: more than %d live tensors at a graph break", f->name, cap);
+            else if (add_out(outs, &n, cap, t->node) < 0) s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: too many values at a break", f->name);
+            else mat[nmat++] = t;
+        }
+        if (!s && (*brk_m = add_out(outs, &n, cap, brk->node)) < 0) s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: too many values at a break", f->name);
+    }
+    /* writes of this segment: the last value of each tensor */
+    for (int i = 0; i < c->npw && !s; i++) {
+        PendingWrite *w = &c->pw[i];
+        if (w->serial != g->serial) continue;
+        Src dst, val;
+        int found = 0;
+        for (int p = 0; f->o.params && p < f->o.nparams && !found; p++)
+            if (f->o.params[p] == w->dst) dst = (Src){SRC_PARAM, p, 0}, found = 1;
+        if (!found && (dst = held_src(c, w->dst)).kind == SRC_NONE) {
+            s = ctx->status;
+            break;
+        }
+        int m = add_out(outs, &n, cap, w->node);
+        if (m < 0) {
+            s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: too many writes", f->name);
+            break;
+        }
+        val = (Src){SRC_SEG, c->seg, m};
+        if (!APPEND(&e->arena, e->w, e->nw)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+        else e->w[e->nw++] = (Write){dst, val, c->seg};
+    }
+    int nuser = n;
+    Src *osrc = NULL;
+    if (!brk && !s) { /* outputs and grads */
+        osrc = e->outs;
+        for (int k = 0; k < nout && !s; k++) {
+            if (!out[k]) {
+                s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: the body left out[%d] NULL", f->name, k);
+                break;
+            }
+            s = value_src(c, out[k], outs, &n, cap, &osrc[k]);
+        }
+        for (int i = 0; i < c->ntr && !s; i++) {
+            Tracked *t = &c->tr[i];
+            kn_tensor *cur = t->leaf->grad;
+            if (cur == t->entry) continue;
+            Src v = {SRC_NONE, 0, 0};
+            if (cur) s = value_src(c, cur, outs, &n, cap, &v);
+            if (!s && APPEND(&e->arena, e->gs, e->ngs)) e->gs[e->ngs++] = (GradSet){t->param, v};
+        }
+        nuser = n;
+    }
+    uint8_t *cut = s ? NULL : kn_alloc(ctx, g->n);
+    if (!s && !cut) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    if (cut) memset(cut, 0, g->n);
+    Seg *sg = NULL;
+    if (!s) {
+        if (!APPEND(&e->arena, e->segs, e->nsegs)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+        else {
+            sg = &e->segs[e->nsegs++];
+            memset(sg, 0, sizeof *sg);
+        }
+    }
+    int dout = -1; /* the differentiable output, if a region is needed */
+    if (!s && !brk && ctx->grad_enabled && !c->backward) {
+        for (int k = 0; k < nout && !s; k++)
+            if (is_traced(ctx, out[k]) && (out[k]->flags & TF_REQGRAD)) {
+                if (dout >= 0)
+                    s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: out[%d] and out[%d] both require grad; a compiled "
+                                "backward supports one differentiable output", f->name, dout, k);
+                dout = k;
+            }
+        if (dout >= 0 && c->seg > 0)
+            s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: a graph break in a function whose output requires grad",
+                        f->name);
+    }
+    (void)nuser;
+    if (!s && dout >= 0) s = region_build(c, g, out[dout], outs, &n, cap, dout, sg);
+    else if (!s) s = make_seg(c, sg, g, outs, n, cut, 0);
+    kn_dealloc(ctx, cut, g ? g->n : 0);
+    if (s || !brk) return s;
+
+    /* a break: run the segment now and make the live traced tensors concrete */
+    Binding b = {c->in, c->vals, NULL, NULL, NULL};
+    kn_tensor **v = kn_alloc(ctx, (size_t)(sg->nout + 1) * sizeof *v);
+    if (!v) return kn_errs(ctx, KN_ENOMEM, "out of memory at a graph break");
+    c->vals[c->seg] = v;
+    c->nvals[c->seg] = sg->nout;
+    Graph *tr = ctx->trace;
+    ctx->trace = NULL;
+    ctx->capture = NULL;
+    s = run_seg(f, e, sg, &b, v);
+    for (int i = 0; i < e->nw && !s; i++) /* the body goes on eagerly: writes land now */
+        if (e->w[i].seg == c->seg) {
+            kn_tensor *dst = e->w[i].dst.kind == SRC_PARAM ? f->o.params[e->w[i].dst.a] : e->held[e->w[i].dst.a];
+            s = tensor_assign(ctx, dst, resolve(f, e, &b, e->w[i].val));
+        }
+    ctx->trace = tr;
+    ctx->capture = c;
+    for (int i = 0; i < nmat && !s; i++) { /* each becomes a view of its value */
+        kn_tensor *t = mat[i];
+        int m = 0;
+        while (m < sg->nout && outs[m] != t->node) m++;
+        KN_ASSERT(m < sg->nout);
+        t->st = v[m]->st;
+        t->st->refs++;
+        memcpy(t->stride, v[m]->stride, sizeof t->stride);
+        t->offset = v[m]->offset;
+        t->node = 0;
+        if (!APPEND(&e->arena, c->known, c->nknown)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+        else if (!(c->known[c->nknown].hold = tensor_hold(ctx, t))) s = ctx->status;
+        else {
+            c->known[c->nknown].t = t;
+            c->known[c->nknown++].src = (Src){SRC_SEG, c->seg, m};
+        }
+    }
+    for (int k = 0; k < e->nin && !s; k++) materialize_stand(c, k); /* views of the inputs */
+    c->seg++;
+    return s;
+}
+
+/* With grad: the joint graph of out[dout] against every source that requires
+ * grad, partitioned; fwd gets the forward (outputs, writes, then saved values). */
+static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs, int *nouts, int cap, int dout,
+                              Seg *fwd)
+{
+    kn_fn *f = c->f;
+    kn_ctx *ctx = f->ctx;
+    CEntry *e = c->e;
+    /* the leaves: stand-ins of inputs that require grad, and params that do */
+    kn_tensor *leaves[MAX_VALS];
+    Src lsrc[MAX_VALS];
+    int nl = 0;
+    for (int k = 0; k < e->nin; k++)
+        if (c->stand[k]->flags & TF_REQGRAD) leaves[nl] = c->stand[k], lsrc[nl++] = (Src){SRC_IN, k, 0};
+    for (uint32_t k = 0; k < g->ninputs && nl < MAX_VALS; k++) {
+        kn_tensor *t = g->input_vals[k];
+        if (!t || !(t->flags & TF_REQGRAD) || !t->st) continue;
+        int idx = -1;
+        for (int i = 0; f->o.params && i < f->o.nparams && idx < 0; i++)
+            if (f->o.params[i] == t) idx = i;
+        if (idx < 0)
+            return kn_errs(ctx, KN_EUNSUPPORTED, "%s: the body reads a tensor that requires grad but is not in "
+                           "kn_compile_opts.params; list every parameter there", f->name);
+        leaves[nl] = t, lsrc[nl++] = (Src){SRC_PARAM, idx, 0};
+    }
+    /* loss = sum(out * cot): its grads are the VJP of the cotangent cot */
+    Node cn;
+    memset(&cn, 0, sizeof cn);
+    cn.op = OP_INPUT;
+    cn.dtype = o->dtype;
+    cn.ndim = o->ndim;
+    memcpy(cn.shape, o->shape, o->ndim * sizeof(Dim));
+    cn.p.i[0] = g->ninputs;
+    cn.p.n = 1;
+    uint32_t cot_node = graph_add(g, &cn);
+    if (!cot_node) return kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    g->ninputs++; /* input_vals has no tensor for it: source_of knows it by node */
+    kn_tensor *cot = tensor_symbolic(ctx, (kn_dtype)o->dtype, o->ndim, o->shape, cot_node);
+    if (!cot) return ctx->status;
+    cot->trace_serial = g->serial;
+    kn_tensor *loss = kn_sum(ctx, kn_mul(ctx, o, cot), NULL, 0, 0);
+    kn_tensor *grads[MAX_VALS];
+    if (!loss || autodiff_grads(ctx, loss, nl, leaves, grads) != KN_OK) return ctx->status;
+    uint32_t bout[MAX_VALS];
+    int nb = 0;
+    Region *rg = arena_alloc(&e->arena, sizeof *rg);
+    if (!rg) return kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    rg->nsrc = nl;
+    rg->out = dout;
+    rg->src = arena_alloc(&e->arena, (size_t)(nl + 1) * sizeof *rg->src);
+    rg->grad_out = arena_alloc(&e->arena, (size_t)(nl + 1) * sizeof *rg->grad_out);
+    if (!rg->src || !rg->grad_out) return kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    for (int i = 0; i < nl; i++) {
+        rg->src[i] = lsrc[i];
+        rg->grad_out[i] = -1;
+        if (!grads[i]) continue;
+        if (!is_traced(ctx, grads[i]))
+            return kn_errs(ctx, KN_EUNSUPPORTED, "%s: a gradient that is not computed by the graph", f->name);
+        rg->grad_out[i] = add_out(bout, &nb, MAX_VALS, grads[i]->node);
+    }
+    Arena pa;
+    arena_init(&pa, ctx);
+    Partition part;
+    kn_status s = partition_joint(ctx, g, outs, *nouts, bout, nb, 0, &pa, &part);
+    if (log_on(ctx, LOG_PARTITION) && !s)
+        log_line(ctx, LOG_PARTITION, "%s: forward %d nodes, backward %d nodes, %d saved (%zu bytes; %zu without "
+                 "recomputation)", f->name, part.nfwd, part.nbwd, part.nsaved, part.saved_bytes, part.saved_bytes_all);
+    for (int i = 0; i < part.nsaved && !s; i++)
+        if (add_out(outs, nouts, cap, part.saved[i]) < 0) s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: too many saved values", f->name);
+    uint8_t *cut = s ? NULL : kn_alloc(ctx, g->n);
+    if (!s && !cut) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    if (!s) {
+        memset(cut, 0, g->n);
+        s = make_seg(c, fwd, g, outs, *nouts, cut, cot_node);
+    }
+    if (!s) { /* backward: saved values (every forward output) are cut */
+        for (int m = 0; m < *nouts; m++) cut[outs[m]] = 1;
+        s = make_seg(c, &rg->bwd, g, bout, nb, cut, cot_node);
+        for (int k = 0; !s && k < rg->bwd.nin; k++) /* a cut node: which forward output it is */
+            if (rg->bwd.in[k].kind == SRC_NONE) {
+                uint32_t v = (uint32_t)rg->bwd.in[k].a;
+                int m = 0;
+                while (m < *nouts && outs[m] != v) m++;
+                rg->bwd.in[k].b = m;
+            }
+        for (int k = 0; !s && k < rg->bwd.nout; k++)
+            if (rg->bwd.alias[k].kind != SRC_NONE)
+                s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: a gradient that passes an input straight through", f->name);
+    }
+    kn_dealloc(ctx, cut, g->n);
+    arena_free(&pa);
+    if (!s) e->rg = rg; /* bout is distinct and computed: program output m is bout[m] */
+    return s;
+}
+
+static void materialize_stand(Capture *c, int k)
+{
+    kn_tensor *t = c->stand[k], *x = c->in[k];
+    if (t->st) return;
+    t->st = x->st;
+    t->st->refs++;
+    memcpy(t->stride, x->stride, sizeof t->stride);
+    t->offset = x->offset;
+    t->node = 0;
+}
+
+/* A read of t's values while tracing (kn_read, kn_item). A traced t is a
+ * graph break; any value read is guarded on. */
+kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
+{
+    Capture *c = ctx->capture;
+    kn_fn *f = c->f;
+    CEntry *e = c->e;
+    Src val = {SRC_NONE, 0, 0};
+    kn_status s = KN_OK;
+    for (int k = 0; k < e->nin && val.kind == SRC_NONE; k++)
+        if (t == c->stand[k]) {
+            val = (Src){SRC_IN, k, 0};
+            materialize_stand(c, k);
+        }
+    if (val.kind == SRC_NONE && is_traced(ctx, t)) {
+        if (f->o.fullgraph)
+            return kn_errs(ctx, KN_EUNSUPPORTED, "%s: %s reads the value of a traced tensor (a graph break) and "
+                           "fullgraph is set", f->name, op);
+        log_line(ctx, LOG_GRAPH_BREAKS, "%s: graph break %d: %s reads a traced value", f->name, c->seg + 1, op);
+        if (c->seg + 1 >= 16) return kn_errs(ctx, KN_EUNSUPPORTED, "%s: more than 15 graph breaks", f->name);
+        int m = -1;
+        if ((s = finish(c, t, &m, NULL, 0))) return s;
+        val = (Src){SRC_SEG, c->seg - 1, m};
+        Graph *g = graph_new(ctx); /* a new graph for what follows */
+        if (!g) return kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+        graph_free(ctx->trace);
+        ctx->trace = g;
+    } else if (val.kind == SRC_NONE) {
+        if (!t->st) return kn_errs(ctx, KN_EINVAL, "%s: %s of a tensor from an earlier trace", f->name, op);
+        for (int i = 0; i < c->nknown && val.kind == SRC_NONE; i++)
+            if (c->known[i].t == t && c->known[i].hold->st == t->st) val = c->known[i].src;
+        for (int i = 0; f->o.params && i < f->o.nparams && val.kind == SRC_NONE; i++)
+            if (f->o.params[i] == t) val = (Src){SRC_PARAM, i, 0};
+        if (val.kind == SRC_NONE && (val = held_src(c, t)).kind == SRC_NONE) return ctx->status;
+    }
+    /* the value is guarded on */
+    Binding b = {c->in, c->vals, NULL, NULL, NULL};
+    kn_tensor *v = resolve(f, e, &b, val);
+    Graph *tr = ctx->trace;
+    ctx->trace = NULL;
+    ctx->capture = NULL;
+    size_t n = 0;
+    void *bytes = v ? read_bytes(ctx, v, &n) : NULL;
+    ctx->trace = tr;
+    ctx->capture = c;
+    if (!bytes) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: %s: no value", f->name, op);
+    void *copy = arena_alloc(&e->arena, n ? n : 1);
+    if (!copy || !APPEND(&e->arena, e->vg, e->nvg)) {
+        kn_dealloc(ctx, bytes, n ? n : 1);
+        return kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    }
+    memcpy(copy, bytes, n);
+    kn_dealloc(ctx, bytes, n ? n : 1);
+    e->vg[e->nvg++] = (ValueGuard){c->seg, val, copy, n, op};
+    return KN_OK;
+}
+
+/* ---- entries ---- */
+
+static void entry_unref(CEntry *e)
+{
+    if (!e || --e->refs > 0) return;
+    kn_ctx *ctx = e->ctx;
+    for (int j = 0; j < e->nsegs; j++) {
+        program_free(e->segs[j].prog);
+        if (e->segs[j].g) graph_free(e->segs[j].g);
+    }
+    if (e->rg) {
+        program_free(e->rg->bwd.prog);
+        if (e->rg->bwd.g) graph_free(e->rg->bwd.g);
+    }
+    for (int i = 0; i < e->nheld; i++) tensor_unhold(ctx, e->held[i]);
+    Arena a = e->arena;
+    arena_free(&a);
+}
+
+static CEntry *entry_new(kn_fn *f, kn_tensor *const *in, int nin, int nout)
+{
+    kn_ctx *ctx = f->ctx;
+    Arena a;
+    arena_init(&a, ctx);
+    CEntry *e = arena_alloc(&a, sizeof *e);
+    if (!e) {
+        arena_free(&a);
+        return kn_err(ctx, KN_ENOMEM, "out of memory compiling %s", f->name);
+    }
+    e->arena = a;
+    e->ctx = ctx;
+    e->refs = 1;
+    e->nin = nin;
+    e->nout = nout;
+    e->grad_mode = ctx->grad_enabled;
+    e->ing = arena_alloc(&e->arena, (size_t)(nin + 1) * sizeof *e->ing);
+    e->outs = arena_alloc(&e->arena, (size_t)(nout + 1) * sizeof *e->outs);
+    if (!e->ing || !e->outs) {
+        entry_unref(e);
+        return kn_err(ctx, KN_ENOMEM, "out of memory compiling %s", f->name);
+    }
+    for (int k = 0; k < nin; k++) {
+        InGuard *g = &e->ing[k];
+        g->dtype = in[k]->dtype;
+        g->ndim = in[k]->ndim;
+        memcpy(g->shape, in[k]->shape, sizeof g->shape);
+        g->contig = kn_is_contiguous(in[k]) != 0;
+        g->reqgrad = (in[k]->flags & TF_REQGRAD) != 0 && ctx->grad_enabled;
+    }
+    return e;
+}
+
+static void guard_param(kn_fn *f, CEntry *e, int idx)
+{
+    for (int i = 0; i < e->npg; i++)
+        if (e->pg[i].idx == idx) return;
+    const kn_tensor *p = f->o.params[idx];
+    if (APPEND(&e->arena, e->pg, e->npg))
+        e->pg[e->npg++] = (ParamGuard){idx, p, (uint8_t)((p->flags & TF_REQGRAD) != 0), -1};
+}
+
+/* Traces the body into a new entry and runs it (the first call of it). */
+static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout, CEntry **made)
+{
+    kn_ctx *ctx = f->ctx;
+    double t0 = now_ms();
+    *made = NULL;
+    CEntry *e = entry_new(f, in, nin, nout);
+    if (!e) return ctx->status;
+    Capture c;
+    memset(&c, 0, sizeof c);
+    kn_tensor **vals[16] = {0};
+    int nvals[16] = {0};
+    kn_tensor *stand[MAX_IO];
+    c.f = f;
+    c.e = e;
+    c.in = in;
+    c.stand = stand;
+    c.vals = vals;
+    c.nvals = nvals;
+    c.tape_start = autodiff_tape_len(ctx);
+    kn_status s = KN_OK;
+    Graph *g = graph_new(ctx);
+    if (!g) {
+        entry_unref(e);
+        return kn_errs(ctx, KN_ENOMEM, "out of memory tracing %s", f->name);
+    }
+    kn_scope_begin(ctx);
+    for (int k = 0; k < nin && !s; k++) { /* stand-ins: graph inputs */
+        Node n;
+        memset(&n, 0, sizeof n);
+        n.op = OP_INPUT;
+        n.dtype = in[k]->dtype;
+        n.ndim = in[k]->ndim;
+        memcpy(n.shape, in[k]->shape, in[k]->ndim * sizeof(Dim));
+        n.p.i[0] = g->ninputs;
+        n.p.n = 1;
+        uint32_t id = graph_add(g, &n);
+        if (g->ninputs == g->input_cap) {
+            uint32_t capi = g->input_cap ? 2 * g->input_cap : 16;
+            kn_tensor **v = arena_grow(&g->arena, g->input_vals, g->input_cap * sizeof *v, capi * sizeof *v);
+            if (v) g->input_vals = v, g->input_cap = capi;
+        }
+        stand[k] = id && g->ninputs < g->input_cap ? tensor_symbolic(ctx, (kn_dtype)n.dtype, n.ndim, n.shape, id) : NULL;
+        if (!stand[k]) {
+            s = ctx->status ? ctx->status : kn_errs(ctx, KN_ENOMEM, "out of memory tracing %s", f->name);
+            break;
+        }
+        stand[k]->trace_serial = g->serial;
+        g->input_vals[g->ninputs++] = stand[k];
+        if (e->ing[k].reqgrad) stand[k]->flags |= TF_REQGRAD;
+    }
+    for (int k = 0; k < nout; k++) out[k] = NULL;
+    kn_tensor *bout[MAX_IO] = {0};
+    if (!s) {
+        ctx->trace = g;
+        ctx->capture = &c;
+        kn_status bs = f->body(ctx, f->user, stand, nin, bout, nout);
+        if (bs != KN_OK || ctx->status) s = ctx->status ? ctx->status : kn_errs(ctx, bs, "%s: the body returned %d", f->name, (int)bs);
+        if (!s) s = finish(&c, NULL, NULL, bout, nout);
+        g = ctx->trace;
+    }
+    ctx->trace = NULL;
+    ctx->capture = NULL;
+    /* restore what tracing touched: grads, redirected nodes, the tape */
+    for (int i = 0; i < c.ntr; i++) {
+        kn_tensor *cur = c.tr[i].leaf->grad;
+        if (cur && cur != c.tr[i].entry) {
+            cur->flags &= (uint8_t)~TF_GRAD;
+            kn_free(ctx, cur);
+        }
+        c.tr[i].leaf->grad = c.tr[i].entry;
+    }
+    for (int i = 0; i < c.npw; i++) c.pw[i].dst->node = 0;
+    autodiff_truncate(ctx, c.tape_start);
+    int nseg_done = c.seg;
+    if (!s) { /* guards: every param the graphs read or write, or whose grad they set */
+        for (int j = 0; j < e->nsegs; j++)
+            for (int k = 0; k < e->segs[j].nin; k++)
+                if (e->segs[j].in[k].kind == SRC_PARAM || e->segs[j].in[k].kind == SRC_GRAD)
+                    guard_param(f, e, e->segs[j].in[k].a);
+        for (int i = 0; i < e->nw; i++)
+            if (e->w[i].dst.kind == SRC_PARAM) guard_param(f, e, e->w[i].dst.a);
+        for (int i = 0; i < e->ngs; i++) guard_param(f, e, e->gs[i].param);
+        if (e->rg)
+            for (int i = 0; i < e->rg->nsrc; i++)
+                if (e->rg->src[i].kind == SRC_PARAM) guard_param(f, e, e->rg->src[i].a);
+    }
+    kn_scope_end(ctx);
+    for (int i = 0; i < c.nknown; i++) tensor_unhold(ctx, c.known[i].hold);
+    if (g) graph_free(g);
+    e->compile_ms = now_ms() - t0;
+    if (!s) { /* the rest runs as every later call does */
+        int r = run_entry(f, e, in, out, nseg_done, vals, 1);
+        if (r == RUN_MISMATCH) r = kn_errs(ctx, KN_EINVAL, "%s: the body's graph breaks are not deterministic", f->name);
+        s = (kn_status)r;
+    }
+    for (int j = 0; j < 16; j++)
+        if (vals[j]) {
+            free_vals(ctx, vals[j], j < e->nsegs ? e->segs[j].nout : 0);
+            kn_dealloc(ctx, vals[j], (size_t)((j < e->nsegs ? e->segs[j].nout : 0) + 1) * sizeof **vals);
+        }
+    if (s) {
+        entry_unref(e);
+        return s;
+    }
+    f->graph_breaks += e->nsegs - 1;
+    log_guards(f, e);
+    if (log_on(ctx, LOG_PERF))
+        log_line(ctx, LOG_PERF, "%s: entry %d: %d graphs, %d kernels, arena %zu bytes, code %zu bytes, %.1f ms "
+                 "(backend %s)", f->name, f->nentries + 1, e->nsegs, e->kernels, e->arena_bytes, e->code_bytes,
+                 e->compile_ms, e->backend ? e->backend : "none");
+    *made = e;
+    return KN_OK;
+}
+
+/* ---- the public API ---- */
+
+kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opts *o)
+{
+    if (!ctx) return NULL;
+    const char *saved = op_enter(ctx, "kn_compile");
+    kn_fn *f = NULL;
+    kn_compile_opts opts;
+    memset(&opts, 0, sizeof opts);
+    if (o) opts = *o;
+    if (!body) kn_err(ctx, KN_EINVAL, "operand 'body' is NULL");
+    else if ((unsigned)opts.backend > KN_BACKEND_INTERP) kn_err(ctx, KN_EINVAL, "unknown backend %d", (int)opts.backend);
+    else if ((unsigned)opts.mode > KN_MODE_MAX_AUTOTUNE) kn_err(ctx, KN_EINVAL, "unknown mode %d", (int)opts.mode);
+    else if ((unsigned)opts.dynamic > KN_DYNAMIC_OFF) kn_err(ctx, KN_EINVAL, "unknown dynamic setting %d", (int)opts.dynamic);
+    else if (opts.recompile_limit < 0) kn_err(ctx, KN_EINVAL, "recompile_limit %d is negative", opts.recompile_limit);
+    else if (opts.nparams < 0 || (opts.nparams > 0 && !opts.params))
+        kn_err(ctx, KN_EINVAL, "params: %d given with a %s array", opts.nparams, opts.params ? "non-NULL" : "NULL");
+    else if (!(f = kn_alloc(ctx, sizeof *f))) kn_err(ctx, KN_ENOMEM, "out of memory for a compiled function");
+    if (f) {
+        memset(f, 0, sizeof *f);
+        f->ctx = ctx;
+        f->body = body;
+        f->user = user;
+        f->o = opts;
+        if (!f->o.recompile_limit) f->o.recompile_limit = 8;
+        snprintf(f->name, sizeof f->name, "%s", opts.name ? opts.name : "fn");
+        if ((opts.backend == KN_BACKEND_C && !port_jit_available(PORT_CC)) ||
+            (opts.backend == KN_BACKEND_TCC && !port_jit_available(PORT_TCC)))
+            log_line(ctx, LOG_PERF, "%s: backend %s has no compiler here: falling back to interp", f->name,
+                     opts.backend == KN_BACKEND_C ? "c" : "tcc");
+    }
+    op_leave(ctx, saved);
+    return f;
+}
+
+static kn_status eager_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    f->eager_calls++;
+    kn_status s = f->body(f->ctx, f->user, in, nin, out, nout);
+    if (s == KN_OK && f->ctx->status) s = f->ctx->status;
+    return s;
+}
+
+kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    if (!f) return KN_EINVAL;
+    kn_ctx *ctx = f->ctx;
+    if (ctx->status) return ctx->status; /* a pending error is not ours to hide */
+    const char *saved = op_enter(ctx, "kn_call");
+    kn_status s = KN_OK;
+    if (ctx->trace) s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: kn_call inside a traced body", f->name);
+    else if (nin < 0 || nin > MAX_IO || nout < 0 || nout > MAX_IO)
+        s = kn_errs(ctx, KN_EINVAL, "%d inputs and %d outputs: each must be in 0..%d", nin, nout, MAX_IO);
+    else if ((nin && !in) || (nout && !out)) s = kn_errs(ctx, KN_EINVAL, "operand '%s' is NULL", nin && !in ? "in" : "out");
+    for (int k = 0; k < nin && !s; k++)
+        if (!tensor_check(ctx, in[k], "in")) s = ctx->status;
+        else if (!in[k]->st) s = kn_errs(ctx, KN_EINVAL, "in[%d] is a traced tensor", k);
+    for (int i = 0; i < f->o.nparams && !s; i++)
+        if (!f->o.params[i]) s = kn_errs(ctx, KN_EINVAL, "params[%d] is NULL", i);
+    if (s) {
+        op_leave(ctx, saved);
+        return s;
+    }
+    f->calls++;
+    char why[256] = "";
+    for (CEntry *e = f->entries; e; e = e->next) {
+        char w[256];
+        if (!guards_pass(f, e, in, nin, nout, w, sizeof w)) {
+            if (!why[0]) snprintf(why, sizeof why, "%s", w); /* the newest entry's reason */
+            continue;
+        }
+        kn_tensor **vals[16] = {0};
+        int r = run_entry(f, e, in, out, 0, vals, 0);
+        for (int j = 0; j < e->nsegs && j < 16; j++)
+            if (vals[j]) {
+                free_vals(ctx, vals[j], e->segs[j].nout);
+                kn_dealloc(ctx, vals[j], (size_t)(e->segs[j].nout + 1) * sizeof **vals);
+            }
+        if (r != RUN_MISMATCH) {
+            op_leave(ctx, saved);
+            return (kn_status)r;
+        }
+        if (!why[0]) snprintf(why, sizeof why, "a value read at a graph break differs from the traced one");
+    }
+    if (f->entries) {
+        if (f->nentries >= f->o.recompile_limit) {
+            if (!f->warned) {
+                char line[400];
+                snprintf(line, sizeof line, "kiln: %s: hit the recompile limit (%d); running eagerly from now on "
+                         "(last reason: %s)", f->name, f->o.recompile_limit, why);
+                if (ctx->log) ctx->log(ctx->log_user, line);
+                else port_log(line);
+                f->warned = 1;
+            }
+            s = eager_call(f, in, nin, out, nout);
+            op_leave(ctx, saved);
+            return s;
+        }
+        f->recompiles++;
+        log_line(ctx, LOG_RECOMPILES, "%s: recompiling (entry %d): %s", f->name, f->nentries + 1, why);
+    }
+    CEntry *made = NULL;
+    s = trace_entry(f, in, nin, out, nout, &made);
+    if (made) {
+        made->next = f->entries;
+        f->entries = made;
+        f->nentries++;
+    }
+    op_leave(ctx, saved);
+    return s;
+}
+
+kn_status kn_fn_stats(const kn_fn *f, kn_fn_info *info)
+{
+    if (!f || !info) return KN_EINVAL;
+    memset(info, 0, sizeof *info);
+    info->calls = f->calls;
+    info->entries = f->nentries;
+    info->recompiles = f->recompiles;
+    info->graph_breaks = f->graph_breaks;
+    info->eager_calls = f->eager_calls;
+    const CEntry *e = f->entries;
+    if (e) {
+        info->graphs = e->nsegs + (e->rg != NULL);
+        info->kernels = e->kernels;
+        info->arena_bytes = e->arena_bytes;
+        info->code_bytes = e->code_bytes;
+        info->compile_ms = e->compile_ms;
+        info->backend = e->backend;
+    }
+    return KN_OK;
+}
+
+void kn_fn_free(kn_fn *f)
+{
+    if (!f) return;
+    kn_ctx *ctx = f->ctx;
+    while (f->entries) {
+        CEntry *e = f->entries;
+        f->entries = e->next;
+        entry_unref(e);
+    }
+    kn_dealloc(ctx, f, sizeof *f);
+}

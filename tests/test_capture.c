@@ -1,0 +1,354 @@
+/*
+ * test_capture.c — kn_compile: compiled results equal eager ones, guards
+ * and recompiles, the recompile limit, graph breaks and fullgraph, and
+ * training through a compiled region and as one compiled step.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+
+#include "test.h"
+#include "../src/models.h"
+
+static kn_backend backends[3] = {KN_BACKEND_INTERP, KN_BACKEND_TCC, KN_BACKEND_C};
+static const char *bname[3] = {"interp", "tcc", "c"};
+
+/* the last log lines, for recompile and guard messages */
+static char logbuf[8192];
+static void sink(void *user, const char *line)
+{
+    (void)user;
+    size_t n = strlen(logbuf);
+    snprintf(logbuf + n, sizeof logbuf - n, "%s\n", line);
+}
+
+static double max_diff(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)
+{
+    int64_t n = kn_numel(a);
+    if (n != kn_numel(b)) return INFINITY;
+    double *x = malloc((size_t)n * sizeof *x + 8), *y = malloc((size_t)n * sizeof *y + 8), m = 0;
+    kn_tensor *a64 = kn_to(ctx, a, KN_F64), *b64 = kn_to(ctx, b, KN_F64);
+    if (kn_read(ctx, a64, x, (size_t)n * 8) || kn_read(ctx, b64, y, (size_t)n * 8)) m = INFINITY;
+    for (int64_t i = 0; i < n && m != INFINITY; i++) {
+        double d = fabs(x[i] - y[i]) / (1 + fabs(y[i]));
+        if (!(d <= m)) m = isnan(d) ? INFINITY : d;
+    }
+    free(x);
+    free(y);
+    return m;
+}
+
+/* ---- inference: f(x, y) = relu(x w^T + b) + y ---- */
+
+typedef struct {
+    kn_tensor *p[2];
+} Lin;
+
+static kn_status lin_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Lin *l = user;
+    (void)nin;
+    (void)nout;
+    out[0] = kn_add(ctx, kn_relu(ctx, kn_linear(ctx, in[0], l->p[0], l->p[1])), in[1]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_inference(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 7});
+    int64_t ws[2] = {5, 3}, bs[1] = {5};
+    Lin l = {{kn_param(ctx, kn_randn(ctx, KN_F32, 2, ws)), kn_param(ctx, kn_randn(ctx, KN_F32, 1, bs))}};
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "recompiles");
+    kn_compile_opts o = {.backend = backends[bi], .params = l.p, .nparams = 2, .recompile_limit = 3, .name = "lin"};
+    kn_fn *f = kn_compile(ctx, lin_body, &l, &o);
+    CHECK(f != NULL);
+    int sizes[5] = {4, 4, 6, 9, 11};
+    kn_set_grad_enabled(ctx, 0);
+    for (int c = 0; c < 5; c++) {
+        int64_t xs[2] = {sizes[c], 3}, ys[2] = {sizes[c], 5};
+        kn_scope_begin(ctx);
+        kn_tensor *in[2] = {kn_randn(ctx, KN_F32, 2, xs), kn_randn(ctx, KN_F32, 2, ys)}, *out[1], *want[1];
+        logbuf[0] = 0;
+        CHECK_MSG(kn_call(f, in, 2, out, 1) == KN_OK, "%s call %d: %s", bname[bi], c, kn_last_error(ctx));
+        CHECK(lin_body(ctx, &l, in, 2, want, 1) == KN_OK);
+        CHECK_MSG(max_diff(ctx, out[0], want[0]) < 1e-5, "%s: compiled differs from eager", bname[bi]);
+        if (c == 2) CHECK_MSG(strstr(logbuf, "in[0] dim 0: expected 4, got 6") != NULL, "log: %s", logbuf);
+        if (c == 4) CHECK_MSG(strstr(logbuf, "recompile limit") != NULL, "log: %s", logbuf);
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    CHECK(kn_fn_stats(f, &info) == KN_OK);
+    CHECK_MSG(info.calls == 5 && info.entries == 3 && info.recompiles == 2 && info.eager_calls == 1,
+              "calls %d entries %d recompiles %d eager %d", info.calls, info.entries, info.recompiles, info.eager_calls);
+    if (bi > 0 && info.backend) CHECK(strcmp(info.backend, bname[bi]) == 0 || strcmp(info.backend, "interp") == 0);
+
+    /* a swapped parameter is caught by its identity guard */
+    kn_fn *g = kn_compile(ctx, lin_body, &l, &o);
+    int64_t xs[2] = {4, 3}, ys[2] = {4, 5};
+    kn_tensor *in[2] = {kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs)), kn_keep(ctx, kn_randn(ctx, KN_F32, 2, ys))};
+    kn_tensor *out[1], *want[1];
+    CHECK(kn_call(g, in, 2, out, 1) == KN_OK);
+    kn_tensor *old = l.p[0];
+    l.p[0] = kn_param(ctx, kn_randn(ctx, KN_F32, 2, ws));
+    logbuf[0] = 0;
+    CHECK(kn_call(g, in, 2, out, 1) == KN_OK);
+    CHECK_MSG(strstr(logbuf, "params[0]: a different tensor") != NULL, "log: %s", logbuf);
+    CHECK(lin_body(ctx, &l, in, 2, want, 1) == KN_OK);
+    CHECK(max_diff(ctx, out[0], want[0]) < 1e-5);
+    CHECK(kn_fn_stats(g, &info) == KN_OK && info.entries == 2);
+    kn_free(ctx, old);
+    kn_fn_free(g);
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* ---- graph breaks ---- */
+
+static kn_status branch_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user;
+    (void)nin;
+    (void)nout;
+    kn_tensor *h = kn_mul(ctx, in[0], in[0]);
+    double s;
+    if (kn_item(ctx, kn_sum(ctx, kn_sub(ctx, in[0], kn_scalar(ctx, 0.5)), NULL, 0, 0), &s) != KN_OK)
+        return kn_last_status(ctx);
+    out[0] = s > 0 ? kn_add(ctx, h, in[0]) : kn_sub(ctx, h, in[0]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_breaks(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    kn_set_grad_enabled(ctx, 0);
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "graph_breaks,recompiles");
+    kn_compile_opts o = {.backend = backends[bi], .name = "branch"};
+    kn_fn *f = kn_compile(ctx, branch_body, NULL, &o);
+    int64_t xs[1] = {7};
+    float up[7] = {1, 2, 3, 4, 5, 6, 7}, down[7] = {-1, -2, -3, -4, -5, -6, -7};
+    const float *data[4] = {up, up, down, up};
+    for (int c = 0; c < 4; c++) {
+        kn_scope_begin(ctx);
+        kn_tensor *x = kn_tensor_from(ctx, KN_F32, 1, xs, data[c]), *out[1], *want[1];
+        logbuf[0] = 0;
+        CHECK_MSG(kn_call(f, &x, 1, out, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK(branch_body(ctx, NULL, &x, 1, want, 1) == KN_OK);
+        CHECK_MSG(max_diff(ctx, out[0], want[0]) < 1e-6, "%s: call %d differs", bname[bi], c);
+        if (c == 0) CHECK_MSG(strstr(logbuf, "graph break 1: kn_item reads a traced value") != NULL, "log: %s", logbuf);
+        if (c == 2) CHECK_MSG(strstr(logbuf, "differs from the traced one") != NULL, "log: %s", logbuf);
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == 2 && info.recompiles == 1 && info.graph_breaks == 2 && info.graphs == 2,
+              "entries %d recompiles %d breaks %d graphs %d", info.entries, info.recompiles, info.graph_breaks,
+              info.graphs);
+    kn_fn_free(f);
+
+    o.fullgraph = 1;
+    f = kn_compile(ctx, branch_body, NULL, &o);
+    kn_tensor *x = kn_tensor_from(ctx, KN_F32, 1, xs, up), *out[1] = {NULL};
+    CHECK(kn_call(f, &x, 1, out, 1) != KN_OK);
+    CHECK_ERR(ctx, "kn_item reads the value of a traced tensor (a graph break) and fullgraph is set");
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* ---- training ---- */
+
+typedef struct {
+    Model *m;
+} Net;
+
+static kn_status fwd_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Net *n = user;
+    (void)nin;
+    (void)nout;
+    out[0] = model_forward(ctx, n->m, in[0], 1);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+typedef struct {
+    Model *m;
+    kn_optim *opt;
+} Step;
+
+static kn_status step_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Step *st = user;
+    (void)nin;
+    (void)nout;
+    kn_optim_zero_grad(st->opt);
+    kn_tensor *loss = model_loss(ctx, st->m, in[0], in[1], 1);
+    if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(st->opt) != KN_OK) return kn_last_status(ctx);
+    out[0] = loss;
+    return KN_OK;
+}
+
+static double param_diff(kn_ctx *ctx, Model *a, Model *b)
+{
+    double m = 0;
+    for (int i = 0; i < model_nparams(a); i++) {
+        double d = max_diff(ctx, model_params(a)[i], model_params(b)[i]);
+        if (!(d <= m)) m = d;
+    }
+    for (int i = 0; i < model_nbuffers(a); i++) {
+        double d = max_diff(ctx, model_buffers(a)[i], model_buffers(b)[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+/* (a) a compiled forward inside an eager loop: grads through the compiled backward */
+static void test_region(int bi, const char *name, ModelCfg cfg)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 3}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 3});
+    Model *ma = model_new(ca, name, &cfg), *mb = model_new(cb, name, &cfg);
+    kn_tensor *x, *y, *x2, *y2;
+    CHECK(model_batch(ca, ma, 6, &x, &y) == KN_OK && model_batch(cb, mb, 6, &x2, &y2) == KN_OK);
+    Net na = {ma};
+    kn_compile_opts o = {.backend = backends[bi], .params = model_params(ma), .nparams = model_nparams(ma),
+                         .name = name};
+    kn_fn *f = kn_compile(ca, fwd_body, &na, &o);
+    for (int step = 0; step < 2; step++) {
+        kn_scope_begin(ca);
+        kn_scope_begin(cb);
+        kn_tensor *logits[1];
+        kn_status s = kn_call(f, &x, 1, logits, 1);
+        CHECK_MSG(s == KN_OK, "%s %s: %s", bname[bi], name, kn_last_error(ca));
+        kn_tensor *la = s ? NULL : kn_cross_entropy(ca, name[0] == 'g' ? kn_flatten(ca, logits[0], 0, 1) : logits[0],
+                                                    name[0] == 'g' ? kn_flatten(ca, y, 0, 1) : y, NULL);
+        kn_tensor *lb = model_loss(cb, mb, x2, y2, 1);
+        CHECK(la && kn_backward(ca, la, 0) == KN_OK);
+        CHECK(lb && kn_backward(cb, lb, 0) == KN_OK);
+        double worst = 0;
+        for (int i = 0; la && lb && i < model_nparams(ma); i++) {
+            kn_tensor *ga = kn_grad(ca, model_params(ma)[i]), *gb = kn_grad(cb, model_params(mb)[i]);
+            double d;
+            if (!ga || !gb) {
+                worst = INFINITY;
+                continue;
+            }
+            float *buf = malloc((size_t)kn_numel(gb) * 4);
+            kn_read(cb, gb, buf, (size_t)kn_numel(gb) * 4);
+            kn_tensor *gb_in_a = kn_tensor_from(ca, KN_F32, kn_ndim(gb), kn_shape(gb), buf);
+            free(buf);
+            d = max_diff(ca, ga, gb_in_a);
+            if (!(d <= worst)) worst = d;
+        }
+        CHECK_MSG(worst < 1e-4, "%s %s step %d: grads differ by %g", bname[bi], name, step, worst);
+        kn_zero_grad(ca, model_params(ma), model_nparams(ma));
+        kn_zero_grad(cb, model_params(mb), model_nparams(mb));
+        kn_scope_end(ca);
+        kn_scope_end(cb);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == 1 && info.graphs == 2, "%s: entries %d graphs %d", name, info.entries, info.graphs);
+    kn_fn_free(f);
+    model_free(ca, ma);
+    model_free(cb, mb);
+    kn_ctx_free(ca);
+    kn_ctx_free(cb);
+}
+
+/* (b) the whole step compiled: losses, params and buffers follow eager */
+static void test_step(int bi, const char *name, ModelCfg cfg, int sgd)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 5}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 5});
+    Model *ma = model_new(ca, name, &cfg), *mb = model_new(cb, name, &cfg);
+    kn_tensor *x, *y, *x2, *y2;
+    CHECK(model_batch(ca, ma, 4, &x, &y) == KN_OK && model_batch(cb, mb, 4, &x2, &y2) == KN_OK);
+    kn_sgd_opts so = {.lr = 0.05, .momentum = 0.9};
+    Step sa = {ma, sgd ? kn_sgd(ca, model_params(ma), model_nparams(ma), &so)
+                       : kn_adam(ca, model_params(ma), model_nparams(ma), NULL)};
+    Step sb = {mb, sgd ? kn_sgd(cb, model_params(mb), model_nparams(mb), &so)
+                       : kn_adam(cb, model_params(mb), model_nparams(mb), NULL)};
+    kn_compile_opts o = {.backend = backends[bi], .params = model_params(ma), .nparams = model_nparams(ma),
+                         .name = name};
+    kn_fn *f = kn_compile(ca, step_body, &sa, &o);
+    double worst_loss = 0;
+    for (int step = 0; step < 4; step++) {
+        kn_scope_begin(ca);
+        kn_scope_begin(cb);
+        kn_tensor *in[2] = {x, y}, *la[1], *lb[1], *in2[2] = {x2, y2};
+        kn_status s = kn_call(f, in, 2, la, 1);
+        CHECK_MSG(s == KN_OK, "%s %s step %d: %s", bname[bi], name, step, kn_last_error(ca));
+        CHECK(step_body(cb, &sb, in2, 2, lb, 1) == KN_OK);
+        double a = 0, b = 0;
+        if (!s) kn_item(ca, la[0], &a);
+        kn_item(cb, lb[0], &b);
+        double d = fabs(a - b) / fabs(b);
+        if (!(d <= worst_loss)) worst_loss = d;
+        kn_scope_end(ca);
+        kn_scope_end(cb);
+    }
+    /* the params and buffers of the two contexts, compared through bytes */
+    double worst = 0;
+    for (int i = 0; i < model_nparams(ma) + model_nbuffers(ma); i++) {
+        int pi = i < model_nparams(ma);
+        kn_tensor *ta = pi ? model_params(ma)[i] : model_buffers(ma)[i - model_nparams(ma)];
+        kn_tensor *tb = pi ? model_params(mb)[i] : model_buffers(mb)[i - model_nparams(mb)];
+        float *buf = malloc((size_t)kn_numel(tb) * 4 + 4);
+        kn_read(cb, tb, buf, (size_t)kn_numel(tb) * 4);
+        kn_tensor *tb_in_a = kn_tensor_from(ca, KN_F32, kn_ndim(tb), kn_shape(tb), buf);
+        free(buf);
+        double d = max_diff(ca, ta, tb_in_a);
+        kn_free(ca, tb_in_a);
+        if (!(d <= worst)) worst = d;
+    }
+    (void)param_diff;
+    CHECK_MSG(worst_loss < 1e-4 && worst < 1e-4, "%s %s%s: loss rel err %g, params/buffers %g", bname[bi], name,
+              sgd ? " sgd" : "", worst_loss, worst);
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    /* SGD with momentum recompiles once: its first step has no buffer yet */
+    CHECK_MSG(info.entries == 1 + sgd && info.eager_calls == 0, "%s: entries %d", name, info.entries);
+    kn_fn_free(f);
+    kn_optim_free(sa.opt);
+    kn_optim_free(sb.opt);
+    model_free(ca, ma);
+    model_free(cb, mb);
+    kn_ctx_free(ca);
+    kn_ctx_free(cb);
+}
+
+static void test_errors(void)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    CHECK(kn_compile(ctx, NULL, NULL, NULL) == NULL);
+    CHECK_ERR(ctx, "operand 'body' is NULL");
+    kn_compile_opts o = {.nparams = 2};
+    CHECK(kn_compile(ctx, lin_body, NULL, &o) == NULL);
+    CHECK_ERR(ctx, "params: 2 given with a NULL array");
+    kn_fn *f = kn_compile(ctx, lin_body, NULL, NULL);
+    CHECK(kn_call(f, NULL, 2, NULL, 1) != KN_OK);
+    CHECK_ERR(ctx, "operand 'in' is NULL");
+    CHECK(kn_call(NULL, NULL, 0, NULL, 0) == KN_EINVAL);
+    kn_fn_free(f);
+    kn_fn_free(NULL);
+    kn_ctx_free(ctx);
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/kiln-capture-XXXXXX";
+    if (mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
+    test_errors();
+    ModelCfg mlp = {0};
+    ModelCfg cnn = {.width = 4, .side = 8};
+    ModelCfg gpt = {.vocab = 32, .context = 8, .d = 16, .layers = 1, .heads = 2};
+    ModelCfg small = {.width = 4};
+    for (int bi = 0; bi < 3; bi++) {
+        test_inference(bi);
+        test_breaks(bi);
+        test_region(bi, "mlp", mlp);
+        test_region(bi, "gpt", gpt);
+        test_step(bi, "gpt", gpt, 0);
+        test_step(bi, "smallcnn", small, 1);
+        if (bi < 2) test_step(bi, "cnn", cnn, 0);
+    }
+    TEST_END("capture");
+}
