@@ -11,8 +11,9 @@
 # gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm   Cortex-M build and run
 # tcc libtcc-dev            backend tcc: libtcc.a and <libtcc.h>, tcc's runtime and headers
 # libopenblas-dev           kiln bench gemm's peer (cblas_sgemm, opened with dlopen)
+# dataset-fashion-mnist     kiln train's data (make demo; test_io reads its test set)
 pkgs="gcc libc6-dev make clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 nodejs
-      gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm tcc libtcc-dev libopenblas-dev"
+      gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm tcc libtcc-dev libopenblas-dev dataset-fashion-mnist"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
