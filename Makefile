@@ -67,10 +67,12 @@ deps:
 	@sh tests/deps.sh
 
 # The main job for now: the README's first program and the op listing.
-demo: all $(B)/first $(B)/train
+# The main job: installs what it needs, builds, runs the README's first
+# program, then trains on Fashion-MNIST with the whole step compiled.
+demo: deps
+	+@$(MAKE) --no-print-directory all $(B)/first
 	$(B)/first
-	$(B)/train
-	$(B)/kiln ops | tail -n 1
+	$(B)/kiln train --model mlp --epochs 2 --backend c
 
 $(B)/%: examples/%.c $(B)/libkiln.a
 	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
@@ -155,4 +157,12 @@ arm:
 cross:
 	+@MAKE='$(MAKE)' sh tests/run.sh wasm $(W) arm $(A)
 
-.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo
+.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench
+
+# Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
+bench: all
+	@mkdir -p $(B)/bench
+	$(B)/kiln bench train --json > $(B)/bench/kiln-train.jsonl && cat $(B)/bench/kiln-train.jsonl
+	$(B)/kiln bench infer --json > $(B)/bench/kiln-infer.jsonl && cat $(B)/bench/kiln-infer.jsonl
+	/usr/bin/python3 tests/bench/torch_peer.py --threads 2 > $(B)/bench/torch.jsonl && cat $(B)/bench/torch.jsonl
+	/usr/bin/python3 tests/bench/report.py --out $(B)/bench $(B)/bench/*.jsonl

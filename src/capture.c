@@ -127,7 +127,7 @@ typedef struct CEntry {
     int ngs;
     Src *outs;
     Region *rg;
-    int kernels;
+    int kernels, ops, nodes;
     size_t arena_bytes, code_bytes;
     double compile_ms;
     const char *backend;
@@ -347,6 +347,7 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
     ProgramStats st;
     program_stats(sg->prog, &st);
     e->kernels += st.kernels;
+    e->nodes += (int)(sg->g->n - 1 - sg->g->ninputs);
     e->arena_bytes += st.arena_bytes;
     e->code_bytes += st.code_bytes;
     e->backend = st.backend;
@@ -1210,7 +1211,12 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     if (!s) {
         ctx->trace = g;
         ctx->capture = &c;
+        const char *op = ctx->op; /* the body's ops name themselves in errors, and are counted */
+        uint64_t ops0 = ctx->public_ops;
+        ctx->op = NULL;
         kn_status bs = f->body(ctx, f->user, stand, nin, bout, nout);
+        ctx->op = op;
+        e->ops = (int)(ctx->public_ops - ops0);
         if (bs != KN_OK || ctx->status) s = ctx->status ? ctx->status : kn_errs(ctx, bs, "%s: the body returned %d", f->name, (int)bs);
         if (!s) s = finish(&c, NULL, NULL, bout, nout);
         g = ctx->trace;
@@ -1397,6 +1403,8 @@ kn_status kn_fn_stats(const kn_fn *f, kn_fn_info *info)
         info->arena_bytes = e->arena_bytes;
         info->code_bytes = e->code_bytes;
         info->compile_ms = e->compile_ms;
+        info->ops = e->ops;
+        info->nodes = e->nodes;
         info->backend = e->backend;
     }
     return KN_OK;

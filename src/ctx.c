@@ -144,7 +144,7 @@ int optional_ok(const kn_ctx *ctx, const kn_tensor *t) { return t != NULL || ctx
 const char *op_enter(kn_ctx *ctx, const char *name)
 {
     const char *saved = ctx->op;
-    if (!saved) ctx->op = name;
+    if (!saved) ctx->op = name, ctx->public_ops++;
     return saved;
 }
 

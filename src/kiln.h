@@ -392,6 +392,8 @@ typedef struct {
     size_t arena_bytes;        /* planned arena of the newest entry, summed over its graphs */
     size_t code_bytes;         /* generated source of the newest entry */
     double compile_ms;         /* trace + compile time of the newest entry */
+    int ops;                   /* public ops the newest entry's trace called (before decomposition) */
+    int nodes;                 /* primitive nodes of its compiled graphs (after decomposition and autodiff) */
     const char *backend;       /* what it runs on ("c", "tcc", "interp") */
 } kn_fn_info;
 

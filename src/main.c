@@ -7,6 +7,7 @@
 #include "kiln.h"
 #include "gradcheck.h"
 #include "bench.h"
+#include "train.h"
 
 int kn_cli_ops(void); /* opslist.c */
 
@@ -16,7 +17,12 @@ static int usage(void)
             "usage: kiln --version\n"
             "       kiln ops                    primitives, composites, and what each composite decomposes into\n"
             "       kiln gradcheck [--op NAME]  finite-difference gradient check of every differentiable op\n"
-            "       kiln bench gemm|ops [--json] [--quick]   checked benchmarks against OpenBLAS / memcpy\n");
+            "       kiln bench gemm|ops [--json] [--quick]   checked benchmarks against OpenBLAS / memcpy\n"
+            "       kiln bench train|infer|dispatch [--json] [--quick]   the workloads, eager vs compiled\n"
+            "       kiln explain mlp|cnn|gpt        graphs, breaks, guards, decomposition, fusion, code size\n"
+            "       kiln train [--model smallcnn|mlp] [--epochs 2] [--batch 64] [--lr 1e-3] [--optim adam|sgd]\n"
+            "                  [--backend c|tcc|interp] [--threads 2] [--seed 0] [--data DIR] [--limit N]\n"
+            "                  [--save FILE] [--resume FILE] [--quiet]   train on Fashion-MNIST\n");
     return 2;
 }
 
@@ -54,6 +60,24 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "ops")) return kn_cli_ops();
     if (!strcmp(argv[1], "gradcheck")) return cli_gradcheck(argc, argv);
+    if (!strcmp(argv[1], "train")) {
+        int r = cli_train(argc, argv);
+        return r == 2 ? usage() : r;
+    }
+    if (!strcmp(argv[1], "explain")) {
+        int r = cli_explain(argc, argv);
+        return r == 2 ? usage() : r;
+    }
+    if (!strcmp(argv[1], "bench") && argc > 2 && (!strcmp(argv[2], "train") || !strcmp(argv[2], "infer") ||
+                                                   !strcmp(argv[2], "dispatch"))) {
+        int json = 0, quick = 0;
+        for (int i = 3; i < argc; i++) {
+            if (!strcmp(argv[i], "--json")) json = 1;
+            else if (!strcmp(argv[i], "--quick")) quick = 1;
+            else return usage();
+        }
+        return bench_models(argv[2], json, quick);
+    }
     if (!strcmp(argv[1], "bench")) {
         int r = bench_cli(argc, argv);
         return r == 2 ? usage() : r;
