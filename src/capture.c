@@ -653,7 +653,7 @@ static void log_guards(kn_fn *f, CEntry *e)
 {
     kn_ctx *ctx = f->ctx;
     if (!log_on(ctx, LOG_GUARDS)) return;
-    log_line(ctx, LOG_GUARDS, "%s: entry %d: grad mode %s, %d inputs, %d outputs", f->name, f->nentries,
+    log_line(ctx, LOG_GUARDS, "%s: entry %d: grad mode %s, %d inputs, %d outputs", f->name, f->nentries + 1,
              e->grad_mode ? "on" : "off", e->nin, e->nout);
     for (int k = 0; k < e->nin; k++) {
         char b[160];

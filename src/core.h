@@ -159,7 +159,7 @@ struct kn_ctx {
     uint32_t tape_epoch;     /* bumped each time a tape is released */
     uint32_t logs;           /* KILN_LOGS topics (log.h), one bit each */
     struct Capture *capture; /* kn_call tracing: where writes to concrete tensors are recorded */
-    uint64_t public_ops;     /* outermost public op calls so far (kiln explain counts them) */
+    uint64_t public_ops;     /* public op calls so far, nested ones included (kiln explain counts them) */
     struct Eager *eager;     /* eager ops through compiled kernels (eager.c); NULL: the interpreter */
 };
 

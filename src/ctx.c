@@ -144,7 +144,8 @@ int optional_ok(const kn_ctx *ctx, const kn_tensor *t) { return t != NULL || ctx
 const char *op_enter(kn_ctx *ctx, const char *name)
 {
     const char *saved = ctx->op;
-    if (!saved) ctx->op = name, ctx->public_ops++;
+    ctx->public_ops++;
+    if (!saved) ctx->op = name;
     return saved;
 }
 
