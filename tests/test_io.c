@@ -9,13 +9,16 @@
  * kn_save of the same tensors reproduces it byte for byte; a valid file in
  * an unusual form loads too. Every class of malformed file gives KN_EIO with
  * a message naming the file and the fault, and leaves every destination
- * unchanged; so does every truncation of a file, and no byte flip crashes.
+ * unchanged; so does every truncation of three files, and every byte flip,
+ * JSON character put in and random mutation of them either loads or fails
+ * that way (run under ASan to catch what would crash).
  * A save replaces a file whole; a failed save leaves the old one. Failed
  * allocations at every point give KN_ENOMEM, change nothing and leak nothing.
  *
  * gzip: the fixture's streams (stored, fixed and dynamic blocks, all header
  * flags, two members, empty) inflate to their text; corrupt CRC, length,
- * blocks, headers, every truncation and byte flips are errors, never crashes.
+ * blocks and headers, and every truncation are errors; a byte flip gives an
+ * error or the right text.
  * IDX: small files written here, raw and gzip'd; every bad header is named.
  * Fashion-MNIST: a small synthetic set written here, and the real test set if
  * /usr/share/datasets/fashion-mnist is there (else a SKIP line, not a pass).
@@ -23,7 +26,7 @@
  * Temporary files go to a fresh directory under $TMPDIR (or /tmp), removed at
  * the end; under WASI, to test_io.tmp.dir in the current directory.
  *
- * Run from the repository root: build/tests/test_io
+ * The fixtures are compiled in, so it runs from any directory: build/tests/test_io
  */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, mkdir, rmdir */
 #include <sys/stat.h>
@@ -539,66 +542,94 @@ static void test_bad_files(void)
 
 /* ---- safetensors: truncation, byte flips, atomic saves, failed allocations ---- */
 
+/* One load of file (n bytes) into dst[0..nt): 1 if it loaded, 0 if it failed
+ * cleanly (KN_EIO naming the file, no destination changed), -1 otherwise.
+ * A load that succeeds puts the sentinels (sn) back. */
+static int load_cleanly(kn_ctx *ctx, const unsigned char *file, size_t n, const char *const *names, kn_tensor **dst,
+                        const Snap *sn, int nt)
+{
+    const char *path = tmp("fuzz.st");
+    write_file(path, file, n);
+    kn_status s = kn_load(ctx, path, names, dst, nt);
+    int r = s == KN_OK ? 1 : s == KN_EIO && strstr(kn_last_error(ctx), path) ? 0 : -1;
+    for (int i = 0; i < nt; i++) {
+        if (r != 1 && !unchanged(ctx, dst[i], sn[i])) r = -1;
+        if (r == 1) { /* the sentinels back */
+            kn_tensor *v = kn_tensor_from(ctx, kn_dtype_of(dst[i]), kn_ndim(dst[i]), kn_shape(dst[i]), sn[i].b);
+            tensor_assign(ctx, dst[i], v);
+            kn_free(ctx, v);
+        }
+    }
+    kn_clear_error(ctx);
+    return r;
+}
+
+/* Every truncation of file fails cleanly; every byte flipped, or replaced by
+ * a character that matters to JSON, and 2000 random multi-byte mutations
+ * either load or fail cleanly. */
+static void fuzz_file(const char *what, const unsigned char *file, size_t n, const char *const *names,
+                      kn_tensor **dst, int nt, kn_ctx *ctx)
+{
+    Snap sn[NREF];
+    for (int i = 0; i < nt; i++) sn[i] = snap(ctx, dst[i]);
+    int bad = 0, loads = 0, errors = 0;
+    for (size_t len = 0; len < n; len++) bad += load_cleanly(ctx, file, len, names, dst, sn, nt) != 0;
+    CHECK_MSG(bad == 0, "%s: %d of %zu truncations did not fail cleanly", what, bad, n);
+
+    static const unsigned char subst[] = {'{', '}', '[', ']', '"', ',', ':', '\\', '0', '9', '-', ' ', 'e', 'u', 0};
+    static const unsigned char flips[] = {0x01, 0x20, 0x80, 0xff};
+    unsigned char *mut = malloc(n);
+    bad = 0;
+    for (size_t p = 0; p < n; p++)
+        for (int k = 0; k < (int)(sizeof flips + sizeof subst); k++) {
+            memcpy(mut, file, n);
+            mut[p] = k < (int)sizeof flips ? (unsigned char)(file[p] ^ flips[k]) : subst[k - sizeof flips];
+            if (mut[p] == file[p]) continue;
+            int r = load_cleanly(ctx, mut, n, names, dst, sn, nt);
+            bad += r < 0, loads += r == 1, errors += r == 0;
+        }
+    uint32_t seed = 12345;
+    for (int t = 0; t < 2000; t++) {
+        memcpy(mut, file, n);
+        for (int j = 0, m = 1 + t % 4; j < m; j++) {
+            seed = seed * 1664525u + 1013904223u;
+            mut[(seed >> 8) % n] = (unsigned char)(seed >> 24);
+        }
+        int r = load_cleanly(ctx, mut, n, names, dst, sn, nt);
+        bad += r < 0, loads += r == 1, errors += r == 0;
+    }
+    CHECK_MSG(bad == 0, "%s: %d mutations neither loaded nor failed cleanly", what, bad);
+    CHECK(errors > 0 && loads > 0); /* changes to the data load; most to the header do not */
+    free(mut);
+    for (int i = 0; i < nt; i++) free(sn[i].b);
+}
+
 static void test_fuzz(void)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
-    const char *path = tmp("fuzz.st"), *in = tmp("a.st");
+    const char *in = tmp("a.st");
     kn_tensor *src[6] = {make(ctx, 0, KN_F32, 2, SH(2, 3)), make(ctx, 1, KN_I64, 1, SH(3)),
                          make(ctx, 2, KN_BOOL, 1, SH(5)), make(ctx, 3, KN_BF16, 0, NULL),
                          make(ctx, 4, KN_U8, 2, SH(0, 4)), make(ctx, 5, KN_F64, 1, SH(1))};
-    const char *names[6] = {"layer.0.weight", "steps", "mask", "scale", "none", "x\x7e"};
-    kn_tensor *dst[6];
-    Snap sn[6];
-    for (int i = 0; i < 6; i++) {
-        dst[i] = kn_full(ctx, kn_dtype_of(src[i]), kn_ndim(src[i]), kn_shape(src[i]), 1);
-        sn[i] = snap(ctx, dst[i]);
-    }
+    const char *names[6] = {"layer.0.weight", "steps", "mask", "scale", "none", "x~"};
+    kn_tensor *dst[NREF];
+    for (int i = 0; i < 6; i++) dst[i] = kn_full(ctx, kn_dtype_of(src[i]), kn_ndim(src[i]), kn_shape(src[i]), 1);
     CHECK(kn_save(ctx, in, names, src, 6) == KN_OK);
     size_t n;
-    unsigned char *file = read_file(in, &n), *mut = malloc(n + 1);
-    int crashes_free = 1, bad_status = 0, changed = 0, loaded_short = 0;
-    /* every truncation: an error that names the file, no destination touched */
-    for (size_t len = 0; file && len < n; len++) {
-        write_file(path, file, len);
-        kn_status s = kn_load(ctx, path, names, dst, 6);
-        loaded_short += s == KN_OK;
-        bad_status += s != KN_OK && (s != KN_EIO || !strstr(kn_last_error(ctx), path));
-        for (int i = 0; i < 6; i++) changed += !unchanged(ctx, dst[i], sn[i]);
-        kn_clear_error(ctx);
-    }
-    CHECK_MSG(loaded_short == 0 && bad_status == 0 && changed == 0,
-              "truncations: %d loaded, %d wrong statuses, %d changed destinations", loaded_short, bad_status, changed);
-    /* every byte flipped or replaced by a JSON character: either a clean load or an error with nothing changed */
-    static const unsigned char subst[] = {'{', '}', '[', ']', '"', ',', ':', '\\', '0', '9', '-', ' ', 'e', 0};
-    bad_status = changed = 0;
-    int loads = 0, errors = 0;
-    for (size_t p = 0; file && p < n; p++) {
-        for (int k = 0; k < 4 + (int)sizeof subst; k++) {
-            memcpy(mut, file, n);
-            mut[p] = k < 4 ? (unsigned char)(file[p] ^ (unsigned char[]){0x01, 0x20, 0x80, 0xff}[k]) : subst[k - 4];
-            if (mut[p] == file[p]) continue;
-            write_file(path, mut, n);
-            kn_status s = kn_load(ctx, path, names, dst, 6);
-            if (s == KN_OK) {
-                loads++;
-                for (int i = 0; i < 6; i++) { /* put the sentinels back */
-                    kn_tensor *one = kn_full(ctx, kn_dtype_of(dst[i]), kn_ndim(dst[i]), kn_shape(dst[i]), 1);
-                    tensor_assign(ctx, dst[i], one);
-                }
-                continue;
-            }
-            errors++;
-            bad_status += s != KN_EIO;
-            for (int i = 0; i < 6; i++) changed += !unchanged(ctx, dst[i], sn[i]);
-            kn_clear_error(ctx);
-        }
-    }
-    CHECK_MSG(crashes_free && bad_status == 0 && changed == 0, "byte flips: %d wrong statuses, %d changed", bad_status,
-              changed);
-    CHECK(errors > 0 && loads > 0); /* flips in the data load; most in the header do not */
-    free(mut);
+    unsigned char *file = read_file(in, &n);
+    if (file) fuzz_file("saved", file, n, names, dst, 6, ctx);
     free(file);
-    for (int i = 0; i < 6; i++) free(sn[i].b);
+
+    const char *rnames[NREF];
+    for (int k = 0; k < NREF; k++) {
+        rnames[k] = ref[k].name;
+        dst[k] = kn_full(ctx, ref[k].dt, ref[k].ndim, ref[k].shape, 1);
+    }
+    fuzz_file("reference", io_ref_st, sizeof io_ref_st, rnames, dst, NREF, ctx);
+    const char *onames[2] = {"a.f32", "b.u8"};
+    dst[0] = kn_full(ctx, KN_F32, 1, SH(2), 1);
+    dst[1] = kn_full(ctx, KN_U8, 1, SH(3), 1);
+    fuzz_file("odd", io_odd_st, sizeof io_odd_st, onames, dst, 2, ctx);
     kn_ctx_free(ctx);
 }
 
@@ -923,6 +954,25 @@ static void test_idx(void)
     CHECK_ERR(ctx, "operand 'out' is NULL");
     CHECK(idx_read(NULL, raw, &a) == KN_EINVAL);
     idx_free(ctx, NULL);
+
+    /* out of memory at every allocation, raw and gzip'd: KN_ENOMEM, nothing held */
+    n = idx_bytes(b, 8, 3, (const uint32_t[]){2, 3, 4}, 24);
+    write_file(raw, b, n);
+    write_file(gz, io_idx_gz, sizeof io_idx_gz);
+    int oom_bad = 0, done = 0, loaded = 0;
+    for (int k = 0; k < 2; k++, loaded += done, done = 0)
+        for (long at = 1; at < 50 && !done; at++) {
+            long blocks = h.blocks;
+            h.n = 0;
+            h.fail_at = at;
+            kn_status s = idx_read(ctx, k ? gz : raw, &a);
+            h.fail_at = 0;
+            done = s == KN_OK;
+            oom_bad += done ? !is_234(&a) : s != KN_ENOMEM || a.data || h.blocks != blocks;
+            idx_free(ctx, &a);
+            kn_clear_error(ctx);
+        }
+    CHECK(oom_bad == 0 && loaded == 2);
     kn_ctx_free(ctx);
     CHECK(h.blocks == 0 && !h.bad_size);
 }
