@@ -341,7 +341,7 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
         }
     }
     /* the program's outputs are the distinct computed ones, in order */
-    CompileOpts co = {backend_of(c->f->o.backend)};
+    CompileOpts co = {backend_of(c->f->o.backend), c->f->o.mode};
     sg->prog = compile_graph(ctx, sg->g, uniq, nu, &co);
     if (!sg->prog) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "compile failed");
     ProgramStats st;

@@ -5,9 +5,14 @@
  *   graph -> schedule (fuse) -> lower to loop IR -> loop passes -> verify -> plan memory
  *         -> render (target) -> compile and load (port) -> steps
  *
- * A program is a list of steps in topological order: a compiled kernel, or
- * one primitive the interpreter runs (gather and scatter_add until their
- * lowering lands; every node under backend interp). Every intermediate value
+ * A program is a list of steps in topological order: a compiled kernel, a
+ * dot through the target's template (the rest of its kernel, if the
+ * scheduler fused the dot into a pointwise reader, as the template's tile
+ * epilogue: linear + bias + gelu is one step), or one primitive the
+ * interpreter runs (gather and scatter_add until their lowering lands;
+ * every node under backend interp). Kernels run their parallel loops on
+ * the port's thread pool. KILN_LOGS=fusion shows each kernel and what it
+ * fused, loopir each kernel's loop IR, output_code the generated source. Every intermediate value
  * lives at a planned offset in one arena allocated at compile time, reused
  * once its last reader has run; outputs are fresh tensors per call.
  *
@@ -15,9 +20,11 @@
  * that program_run runs on input tensors, equal to the interpreter's result.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compile.h"
+#include "log.h"
 #include "loopopt.h"
 #include "lower.h"
 #include "partition.h"
@@ -30,9 +37,11 @@ typedef struct {
     int interp;         /* 1: the interpreter runs the node's primitive */
     Kernel *k;          /* compiled: its kernel and entry */
     void *fn;
-    GemmSpec *gemm;     /* or a dot through the target's template: */
+    GemmSpec *gemm;     /* or a dot through the target's template (k: its epilogue, if any): */
+    uint32_t dot;       /* the dot node (node itself, or the dot fused into node's kernel) */
     uint32_t root[2];   /* the buffers A and B are views of */
     int64_t off[2];     /* and where the views start, in elements */
+    struct Tune *tune;  /* max-autotune: its candidates, or NULL */
 } Step;
 
 struct Program {
@@ -52,6 +61,7 @@ struct Program {
     void *mem;          /* the arena */
     size_t code_bytes;
     int nkernels, ninterp;
+    int tuned, tune_cached;
 };
 
 static size_t node_bytes(const Node *n)
@@ -79,6 +89,7 @@ static void last_uses(const Program *p, int *last)
         }
         if (p->steps[s].gemm) {
             last[p->steps[s].root[0]] = last[p->steps[s].root[1]] = s;
+            for (int b = 1; p->steps[s].k && b < p->steps[s].k->nbufs; b++) last[p->steps[s].k->bufs[b].node] = s;
             continue;
         }
         for (int b = 1; b < p->steps[s].k->nbufs; b++) last[p->steps[s].k->bufs[b].node] = s;
@@ -187,10 +198,11 @@ static int batch_stride(int nb, const Dim *shape, const int64_t *stride, int64_t
     return 1;
 }
 
-/* A dot of f32 or f64 over operands that are views of buffers, as a GemmSpec. */
-static int make_gemm(Program *p, const Schedule *s, Step *st)
+/* Dot d (st->node or the dot fused into its kernel) of f32 or f64 over
+ * operands that are views of buffers, as a GemmSpec writing st->node's buffer. */
+static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
 {
-    const Node *n = &p->g->nodes[st->node];
+    const Node *n = &p->g->nodes[d];
     int nd = n->ndim, nb = nd - 2;
     if (!p->t->render_dot || (n->dtype != KN_F32 && n->dtype != KN_F64)) return 0;
     int64_t sa[KN_MAX_DIMS], sb[KN_MAX_DIMS];
@@ -214,6 +226,30 @@ static int make_gemm(Program *p, const Schedule *s, Step *st)
     return 1;
 }
 
+/* KILN_LOGS=loopir: a kernel's loop IR after the loop passes. */
+static void log_kernel(kn_ctx *ctx, const Kernel *k)
+{
+    if (!log_on(ctx, LOG_LOOPIR)) return;
+    size_t n = ir_print(k, NULL, 0);
+    char *text = kn_alloc(ctx, n + 1);
+    if (!text) return;
+    ir_print(k, text, n + 1);
+    log_text(ctx, LOG_LOOPIR, text);
+    kn_dealloc(ctx, text, n + 1);
+}
+
+/* KILN_LOGS=fusion: each kernel, what it writes and the nodes fused into it. */
+static void log_fusion(kn_ctx *ctx, const Graph *g, const Schedule *s)
+{
+    if (!log_on(ctx, LOG_FUSION)) return;
+    size_t n = sched_dump(g, s, NULL, 0);
+    char *text = kn_alloc(ctx, n + 1);
+    if (!text) return;
+    sched_dump(g, s, text, n + 1);
+    log_text(ctx, LOG_FUSION, text);
+    kn_dealloc(ctx, text, n + 1);
+}
+
 /* Backend interp: every node but the inputs, in order, for graph_run. */
 static int all_nodes(kn_ctx *ctx, Program *p)
 {
@@ -234,43 +270,341 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
         st->node = s->kernels[i];
         st->interp = interp_only;
         if (interp_only) continue;
-        if (p->g->nodes[st->node].op == OP_DOT && p->t && make_gemm(p, s, st)) continue;
+        uint32_t d = s->dot[st->node] ? s->dot[st->node] : p->g->nodes[st->node].op == OP_DOT ? st->node : 0;
+        if (d && p->t && make_gemm(p, s, st, d)) {
+            st->dot = d;
+            log_line(ctx, LOG_FUSION, "%%%" PRIu32 ": dot %%%" PRIu32 " through %s's gemm template%s", st->node, d,
+                     p->t->name, d == st->node ? "" : ", the rest of the kernel its epilogue on each tile");
+            if (d == st->node) continue;
+            /* the rest of the kernel as the template's epilogue, on each tile */
+            if (!(st->k = arena_alloc(&p->arena, sizeof *st->k))) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+            LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK}; /* its loops are the tile's */
+            if (lower_epilogue(ctx, p->g, s, st->node, ex, &p->arena, st->k) || ir_verify(ctx, st->k) ||
+                loopopt_run(ctx, st->k, &simplify) || ir_verify(ctx, st->k))
+                return ctx->status;
+            st->gemm->epilogue = st->k->name;
+            log_kernel(ctx, st->k);
+            continue;
+        }
         st->k = arena_alloc(&p->arena, sizeof *st->k);
         if (!st->k) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
         int r = lower_kernel(ctx, p->g, s, st->node, ex, &p->arena, st->k);
         if (r == LOWER_INTERP) st->interp = 1, st->k = NULL;
         else if (r) return r;
         else if (ir_verify(ctx, st->k) || loopopt_run(ctx, st->k, NULL) || ir_verify(ctx, st->k)) return ctx->status;
+        else log_kernel(ctx, st->k);
     }
+    return 0;
+}
+
+/* ---- max-autotune ----
+ * For each dot through the template and each kernel with an accumulating
+ * vector loop, candidates (the template's cache blocks; the loops' vector
+ * widths, which a target turns into accumulator lanes) are rendered side by
+ * side into the one unit, timed on scratch buffers of the right sizes on
+ * the thread pool, and the fastest becomes the step's. A winner is
+ * remembered by a hash of what was tuned (the spec, or the kernel's text
+ * less its name) and the target: in this process (a table of TUNE_MEMO
+ * entries; compile from one thread at a time in this mode) and, where
+ * $KILN_CACHE_DIR is set, in its autotune.txt ("key winner" lines), so a
+ * later compile renders the winner alone. */
+
+#define TUNE_N 4
+#define TUNE_MEMO 256
+#define TUNE_REPS 12              /* runs of each candidate, at most (the first warms it) */
+#define TUNE_NS 100000000ull      /* after 3, no more once the step's runs took this long */
+static const int tune_blocks[TUNE_N][2] = {{0, 0}, {128, 48}, {384, 144}, {192, 240}}; /* kc, mc; 0: defaults */
+static const uint32_t tune_widths[TUNE_N] = {8, 16, 32, 64};
+
+typedef struct Tune {
+    uint64_t key;
+    int n;              /* candidates to time */
+    Kernel *k[TUNE_N];  /* a loop kernel's candidates */
+    GemmSpec g[TUNE_N]; /* or a dot's */
+    char name[TUNE_N][40];
+    void *fn[TUNE_N];
+} Tune;
+
+static struct {
+    uint64_t key;
+    int win;
+} tune_memo[TUNE_MEMO];
+static int tune_nmemo;
+
+static uint64_t fnv(uint64_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int tune_file(char *path, size_t cap)
+{
+    const char *dir = getenv("KILN_CACHE_DIR");
+    return dir && *dir && snprintf(path, cap, "%s/autotune.txt", dir) < (int)cap;
+}
+
+static void tune_memo_add(uint64_t key, int win)
+{
+    if (tune_nmemo < TUNE_MEMO) tune_memo[tune_nmemo].key = key, tune_memo[tune_nmemo++].win = win;
+}
+
+/* The remembered winner of key, or -1. */
+static int tune_lookup(uint64_t key)
+{
+    char path[1024], why[256];
+    void *data;
+    size_t size;
+    for (int i = 0; i < tune_nmemo; i++)
+        if (tune_memo[i].key == key) return tune_memo[i].win;
+    if (!tune_file(path, sizeof path) || port_read_file(path, &data, &size, why)) return -1;
+    int win = -1;
+    for (const char *q = data, *end = q + size; q < end;) {
+        const char *nl = memchr(q, '\n', (size_t)(end - q));
+        char line[64];
+        size_t n = (size_t)((nl ? nl : end) - q);
+        unsigned long long k;
+        int w;
+        if (n < sizeof line) {
+            memcpy(line, q, n), line[n] = 0;
+            if (sscanf(line, "%16llx %d", &k, &w) == 2 && k == key && w >= 0 && w < TUNE_N) win = w; /* the last */
+        }
+        q = nl ? nl + 1 : end;
+    }
+    free(data);
+    if (win >= 0) tune_memo_add(key, win);
+    return win;
+}
+
+static void tune_store(uint64_t key, int win)
+{
+    char path[1024], why[256], line[64];
+    void *data = NULL;
+    size_t size = 0;
+    tune_memo_add(key, win);
+    if (!tune_file(path, sizeof path)) return;
+    if (port_read_file(path, &data, &size, why)) data = NULL, size = 0;
+    int n = snprintf(line, sizeof line, "%016llx %d\n", (unsigned long long)key, win);
+    char *all = malloc(size + (size_t)n);
+    if (all) {
+        if (size) memcpy(all, data, size);
+        memcpy(all + size, line, (size_t)n);
+        port_write_file(path, all, size + (size_t)n, why); /* a cache: failing to write it is no error */
+    }
+    free(all);
+    free(data);
+}
+
+/* The vector loops of k that accumulate (what their width changes), set
+ * to width unless 0; how many. */
+static int lane_loops(Kernel *k, IrRef s, uint32_t width)
+{
+    int n = 0;
+    for (; s; s = k->nodes[s].next) {
+        IrNode *x = &k->nodes[s];
+        if (x->kind != IR_LOOP) continue;
+        n += lane_loops(k, x->child, width);
+        if (x->dtype != LOOP_VECTOR) continue;
+        for (IrRef t = x->child; t; t = k->nodes[t].next)
+            if (k->nodes[t].kind == IR_UPDATE) {
+                if (width) x->width = width;
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
+/* A copy of k with nodes of its own (widths of its own) under another name. */
+static Kernel *kernel_copy(Program *p, const Kernel *k, const char *name)
+{
+    Kernel *c = arena_alloc(&p->arena, sizeof *c);
+    IrNode *nodes = arena_alloc(&p->arena, k->n * sizeof *nodes);
+    if (!c || !nodes) return NULL;
+    *c = *k;
+    memcpy(nodes, k->nodes, k->n * sizeof *nodes);
+    c->nodes = nodes, c->cap = k->n;
+    c->hash = NULL, c->hcap = 0; /* no value is built in a copy */
+    snprintf(c->name, sizeof c->name, "%s", name);
+    return c;
+}
+
+static uint64_t kernel_key(kn_ctx *ctx, const Program *p, const Kernel *k)
+{
+    size_t n = ir_print(k, NULL, 0);
+    char *text = kn_alloc(ctx, n + 1);
+    uint64_t h = fnv(14695981039346656037ull, p->t->name, strlen(p->t->name));
+    if (!text) return 0;
+    ir_print(k, text, n + 1);
+    const char *at = strchr(text, '(');
+    h = fnv(h, at ? at : text, strlen(at ? at : text));
+    kn_dealloc(ctx, text, n + 1);
+    return h;
+}
+
+static uint64_t gemm_key(const Program *p, const GemmSpec *g)
+{
+    char text[320];
+    int n = snprintf(text, sizeof text, "%s gemm %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d",
+                     p->t->name, g->dtype, (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K,
+                     (long long)g->sa_b, (long long)g->sa_m, (long long)g->sa_k, (long long)g->sb_b,
+                     (long long)g->sb_k, (long long)g->sb_n, g->bias, g->act, g->epilogue != NULL);
+    return fnv(14695981039346656037ull, text, (size_t)n);
+}
+
+/* Candidates for the steps that have them, or their remembered winners. */
+static int tune_prepare(kn_ctx *ctx, Program *p)
+{
+    for (int s = 0; s < p->nsteps; s++) {
+        Step *st = &p->steps[s];
+        if (st->interp || (!st->gemm && (!st->k || st->k->tile || !lane_loops(st->k, st->k->body, 0)))) continue;
+        const char *what = st->gemm ? st->gemm->name : st->k->name;
+        uint64_t key = st->gemm ? gemm_key(p, st->gemm) : kernel_key(ctx, p, st->k);
+        int win = key ? tune_lookup(key) : -1;
+        if (win >= 0) { /* known: the winner alone */
+            if (st->gemm) st->gemm->kc = tune_blocks[win][0], st->gemm->mc = tune_blocks[win][1];
+            else lane_loops(st->k, st->k->body, tune_widths[win]);
+            p->tune_cached++;
+            log_line(ctx, LOG_PERF, "autotune %s: candidate %d, remembered", what, win);
+            continue;
+        }
+        Tune *t = arena_alloc(&p->arena, sizeof *t);
+        if (!t) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+        memset(t, 0, sizeof *t);
+        t->key = key;
+        for (int i = 0; i < TUNE_N; i++) {
+            snprintf(t->name[i], sizeof t->name[i], "%.30s_t%d", what, i);
+            if (st->gemm) {
+                t->g[i] = *st->gemm;
+                t->g[i].name = t->name[i];
+                t->g[i].kc = tune_blocks[i][0], t->g[i].mc = tune_blocks[i][1];
+            } else {
+                if (!(t->k[i] = kernel_copy(p, st->k, t->name[i]))) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+                lane_loops(t->k[i], t->k[i]->body, tune_widths[i]);
+            }
+        }
+        t->n = TUNE_N;
+        st->tune = t;
+    }
+    return 0;
+}
+
+/* Elements of a buffer that a strided operand reads: its largest index + 1. */
+static int64_t extent(int64_t b, int64_t r, int64_t c, int64_t sb, int64_t sr, int64_t sc)
+{
+    return (b - 1) * sb + (r - 1) * sr + (c - 1) * sc + 1;
+}
+
+/* Scratch of n elements of dt (bytes in *bytes), values in [-1, 1) where it is a float. */
+static void *scratch(kn_ctx *ctx, kn_dtype dt, int64_t n, size_t *bytes)
+{
+    size_t es = kn_dtype_size(dt);
+    unsigned char *m;
+    *bytes = (size_t)(n > 0 ? n : 1) * es;
+    if (!(m = kn_alloc(ctx, *bytes))) return NULL;
+    memset(m, 0, *bytes);
+    for (int64_t i = 0; dt_is_float(dt) && i < n; i++) dt_store(dt, m + (size_t)i * es, (double)(i % 61) / 30.5 - 1);
+    return m;
+}
+
+/* Times every candidate of step st (the fastest of a few runs each, taken
+ * in turns after one that warms it) and makes the fastest the step's. */
+static int tune_step(kn_ctx *ctx, Program *p, Step *st)
+{
+    Tune *t = st->tune;
+    const Kernel *k = st->gemm ? st->k : t->k[0]; /* whose buffers: the loop kernel's, or the epilogue's */
+    void *b[65], *eb[65], *mem[68];
+    size_t bytes[68];
+    int nmem = 0, ok = 1, nb = k ? k->nbufs : 0;
+    KnParallel par = {port_parallel_for, port_threads()};
+    for (int i = 0; i < nb && ok; i++) {
+        int64_t n = 0;
+        ok = expr_as_const(k->ex, k->bufs[i].size, &n);
+        eb[i] = mem[nmem] = ok ? scratch(ctx, (kn_dtype)k->bufs[i].dtype, n, &bytes[nmem]) : NULL;
+        ok = ok && mem[nmem++];
+    }
+    eb[nb] = &par;
+    if (st->gemm && ok) {
+        const GemmSpec *g = st->gemm;
+        kn_dtype dt = g->dtype == GEMM_F32 ? KN_F32 : KN_F64;
+        if (!nb) b[0] = mem[nmem] = scratch(ctx, dt, g->batch * g->M * g->N, &bytes[nmem]), nmem++;
+        else b[0] = eb[0]; /* C is the epilogue's output */
+        b[1] = mem[nmem] = scratch(ctx, dt, extent(g->batch, g->M, g->K, g->sa_b, g->sa_m, g->sa_k), &bytes[nmem]), nmem++;
+        b[2] = mem[nmem] = scratch(ctx, dt, extent(g->batch, g->K, g->N, g->sb_b, g->sb_k, g->sb_n), &bytes[nmem]), nmem++;
+        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL;
+        for (int i = 0; i < nmem; i++) ok = ok && mem[i];
+    } else if (ok) {
+        memcpy(b, eb, sizeof eb);
+    }
+    uint64_t best[TUNE_N], spent = 0;
+    for (int i = 0; i < t->n; i++) best[i] = UINT64_MAX;
+    for (int rep = 0; rep < TUNE_REPS && ok && (rep < 3 || spent < TUNE_NS); rep++)
+        for (int i = 0; i < t->n; i++) {
+            uint64_t t0 = port_now_ns();
+            p->t->run(t->fn[i], b, st->gemm ? NULL : t->k[i]);
+            uint64_t dt = port_now_ns() - t0;
+            spent += dt;
+            if (rep && dt < best[i]) best[i] = dt;
+        }
+    for (int i = 0; i < nmem; i++) kn_dealloc(ctx, mem[i], bytes[i]);
+    if (!ok) return kn_errs(ctx, KN_ENOMEM, "out of memory autotuning %s", t->name[0]);
+    int win = 0;
+    for (int i = 1; i < t->n; i++) win = best[i] < best[win] ? i : win;
+    log_line(ctx, LOG_PERF, "autotune %s: candidate %d of %d, %.3f ms (candidate 0: %.3f ms)", t->name[win], win, t->n,
+             (double)best[win] / 1e6, (double)best[0] / 1e6);
+    if (st->gemm) *st->gemm = t->g[win], st->gemm->name = t->name[win];
+    else st->k = t->k[win];
+    st->fn = t->fn[win];
+    tune_store(t->key, win);
+    p->tuned++;
     return 0;
 }
 
 /* Renders every kernel into one unit, compiles and loads it, finds each entry. */
 static int load_kernels(kn_ctx *ctx, Program *p)
 {
-    const Kernel **ks = arena_alloc(&p->arena, (size_t)(p->nsteps ? p->nsteps : 1) * sizeof *ks);
+    const Kernel **ks = arena_alloc(&p->arena, (size_t)(p->nsteps ? p->nsteps : 1) * TUNE_N * sizeof *ks);
     if (!ks) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
     int nk = 0, ng = 0;
     for (int s = 0; s < p->nsteps; s++) {
-        if (p->steps[s].gemm) ng++;
-        else if (!p->steps[s].interp) ks[nk++] = p->steps[s].k;
+        const Step *st = &p->steps[s];
+        if (st->gemm) ng++;
+        if (st->interp || !st->k) continue;
+        if (st->tune && !st->gemm)
+            for (int i = 0; i < st->tune->n; i++) ks[nk++] = st->tune->k[i];
+        else ks[nk++] = st->k; /* a dot's epilogue too */
     }
-    p->nkernels = nk + ng;
-    p->ninterp = p->nsteps - nk - ng;
+    p->ninterp = 0;
+    for (int s = 0; s < p->nsteps; s++) p->ninterp += p->steps[s].interp;
+    p->nkernels = p->nsteps - p->ninterp;
     if (!nk && !ng) return 0;
     /* one unit: the loop kernels, then each dot's template */
     size_t len = nk ? p->t->render(ks, nk, NULL, 0) : 0;
-    for (int s = 0; s < p->nsteps; s++)
-        if (p->steps[s].gemm) len += p->t->render_dot(p->steps[s].gemm, NULL, 0);
+    for (int s = 0; s < p->nsteps; s++) {
+        const Step *st = &p->steps[s];
+        for (int i = 0; st->gemm && i < (st->tune ? st->tune->n : 1); i++)
+            len += p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, NULL, 0);
+    }
     char *src = arena_alloc(&p->arena, len + 1), why[512];
     if (!src) return kn_errs(ctx, KN_ENOMEM, "out of memory for %zu bytes of generated code", len);
     size_t at = nk ? p->t->render(ks, nk, src, len + 1) : 0;
-    for (int s = 0; s < p->nsteps; s++)
-        if (p->steps[s].gemm) at += p->t->render_dot(p->steps[s].gemm, src + at, len + 1 - at);
+    for (int s = 0; s < p->nsteps; s++) {
+        const Step *st = &p->steps[s];
+        for (int i = 0; st->gemm && i < (st->tune ? st->tune->n : 1); i++)
+            at += p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, src + at, len + 1 - at);
+    }
     p->code_bytes = len;
+    log_text(ctx, LOG_OUTPUT_CODE, src);
     if (!(p->module = p->t->load(src, why))) return kn_errs(ctx, KN_EUNSUPPORTED, "backend %s: %s", p->t->name, why);
     for (int s = 0; s < p->nsteps; s++) {
         Step *st = &p->steps[s];
+        for (int i = 0; st->tune && i < st->tune->n; i++)
+            if (!(st->tune->fn[i] = p->t->sym(p->module, st->tune->name[i])))
+                return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name,
+                               st->tune->name[i]);
+        if (st->tune) {
+            if (tune_step(ctx, p, st)) return ctx->status;
+            continue;
+        }
         const char *name = st->gemm ? st->gemm->name : st->k ? st->k->name : NULL;
         if (!st->interp && !(st->fn = p->t->sym(p->module, name)))
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, name);
@@ -301,9 +635,11 @@ Program *compile_graph(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int no
     int err = !p->outs || graph_verify(ctx, g);
     if (!err) memcpy(p->outs, outs, (size_t)nouts * sizeof *outs), p->nouts = nouts;
     err = err || sched_build(ctx, g, outs, nouts, &p->arena, &s);
+    if (!err) log_fusion(ctx, g, &s);
     err = err || lower_steps(ctx, p, &s, &ex, p->t == NULL);
     err = err || plan(ctx, p);
-    err = err || (p->t && load_kernels(ctx, p));
+    err = err || (p->t && o && o->mode == KN_MODE_MAX_AUTOTUNE && tune_prepare(ctx, p));
+    err = err || (p->t && load_kernels(ctx, p)); /* and times the candidates */
     expr_free(&ex);
     if (err) {
         program_free(p);
@@ -341,10 +677,15 @@ static void *buffer_ptr(Program *p, uint32_t u, kn_tensor **vals)
 static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
 {
     size_t es = kn_dtype_size((kn_dtype)p->g->nodes[st->node].dtype);
-    /* b[4]: the SIMD GEMM splits its columns over the port's threads (the scalar one ignores it) */
+    /* b[4]: the SIMD GEMM splits its columns over the port's threads (the scalar one ignores it);
+     * b[5]: the buffers of its epilogue */
     KnParallel par = {port_parallel_for, port_threads()};
-    void *bufs[5] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
-                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par};
+    void *eb[65];
+    if (st->k && st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
+    for (int b = 0; st->k && b < st->k->nbufs; b++) eb[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
+    if (st->k) eb[st->k->nbufs] = &par;
+    void *bufs[6] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
+                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par, eb};
     p->t->run(st->fn, bufs, NULL);
     return KN_OK;
 }
@@ -352,12 +693,15 @@ static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
 static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
 {
     if (st->gemm) return run_gemm(p, st, vals);
-    void *bufs[64];
+    void *bufs[65];
+    /* one past the buffers: the thread pool a parallel kernel splits its outer loop over */
+    KnParallel par = {port_parallel_for, port_threads()};
     if (st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
     for (int b = 0; b < st->k->nbufs; b++) {
         uint32_t u = st->k->bufs[b].node;
         bufs[b] = vals[u] ? tensor_ptr(vals[u], vals[u]->offset) : (char *)p->mem + p->offset[u];
     }
+    bufs[st->k->nbufs] = &par;
     p->t->run(st->fn, bufs, st->k);
     return KN_OK;
 }
@@ -442,5 +786,7 @@ void program_stats(const Program *p, ProgramStats *st)
     st->interp_steps = p->ninterp;
     st->arena_bytes = p->arena_bytes;
     st->code_bytes = p->code_bytes;
+    st->tuned = p->tuned;
+    st->tune_cached = p->tune_cached;
     st->backend = p->t ? p->t->name : "interp";
 }

@@ -15,12 +15,15 @@ typedef enum {
 
 typedef struct {
     CompileBackend backend; /* an unavailable compiler falls back to interp */
+    kn_mode mode;           /* KN_MODE_MAX_AUTOTUNE: time candidate GEMM blockings and vector widths on this
+                               machine, remember the winners (KN_MODE_DEFAULT, _REDUCE_OVERHEAD: defaults) */
 } CompileOpts;
 
 typedef struct {
     int kernels, interp_steps;
     size_t arena_bytes, code_bytes;
     const char *backend;
+    int tuned, tune_cached;  /* max-autotune: steps whose candidates were timed / whose winner was known */
 } ProgramStats;
 
 typedef struct Program Program;

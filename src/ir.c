@@ -974,7 +974,6 @@ static int v_load(Verifier *v, const IrNode *x)
 {
     const Kernel *k = v->k;
     if (x->buf < 0 || x->buf >= k->nbufs) return bad(v, "load from unknown buffer b%d", (int)x->buf);
-    if (k->bufs[x->buf].role == BUF_OUT) return bad(v, "load from output buffer b%d", (int)x->buf);
     if (x->dtype != k->bufs[x->buf].dtype) return bad(v, "a load of b%d is not of its dtype", (int)x->buf);
     return v_syms(v, x->index, "index");
 }

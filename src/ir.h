@@ -121,6 +121,8 @@ typedef struct {
     Arena *arena;   /* nodes, buffers and the hash table grow here */
     uint32_t *hash; /* open addressing over value refs, 0 = empty */
     uint32_t hcap;  /* a power of two, or 0 before the first value */
+    uint8_t tile;   /* an epilogue of a dot template (not in the text form): its body is three loops
+                       (batch, M, N) that targets run over one tile, NAME(b, t, m0, m1, n0, n1) */
 } Kernel;
 
 /* Where the next statement goes: after tail in the body of loop (loop 0:
@@ -179,8 +181,9 @@ int ir_parse(Kernel *k, const char *text, char *why, size_t whycap);
  *   cycles), loops nest at most IR_MAX_NEST deep, values IR_MAX_DEPTH;
  * - every symbol of an index or extent is the var of an enclosing loop, and
  *   no loop rebinds an enclosing loop's var;
- * - loads read in or tmp buffers, stores write out or tmp buffers, in the
- *   buffer's dtype;
+ * - stores write out or tmp buffers, in the buffer's dtype; loads read any
+ *   buffer in its dtype (an out buffer: what the kernel stored there
+ *   before, which the verifier does not check);
  * - an accumulator is declared once, before its uses, in a block that
  *   encloses them, and updated with values of its dtype by its own op;
  * - each IR_OP follows its primitive's dtype rule (prim_shape's).

@@ -407,9 +407,17 @@ static int64_t work(const Opt *o, IrRef l)
 typedef struct {
     uint8_t *stored, *loaded, *declared; /* per buffer, buffer, accumulator */
     uint8_t *seen;                       /* per node: value visited */
+    ExprId *at;                          /* per buffer: the index of its first load or store */
+    uint8_t *mixed;                      /* per buffer: loaded or stored at two indices */
     int var;                             /* loads must have stride 0 or 1 in s_var; -1: any */
-    int nstores, nloops, outside_acc, accs, dup_store, strided;
+    int nstores, nloops, outside_acc, decls, updates, dup_store, strided;
 } Facts;
+
+static void note_index(Facts *f, int buf, ExprId e)
+{
+    if (f->at[buf] && f->at[buf] != e) f->mixed[buf] = 1;
+    f->at[buf] = e;
+}
 
 static void facts_value(Opt *o, IrRef r, Facts *f)
 {
@@ -420,8 +428,10 @@ static void facts_value(Opt *o, IrRef r, Facts *f)
     f->seen[r] = 1;
     if (x->kind == IR_LOAD) {
         f->loaded[x->buf] = 1;
+        note_index(f, x->buf, x->index);
         if (f->var >= 0 && !(affine(o->ex, x->index, f->var, &a, &rest) && (a == 0 || a == 1))) f->strided = 1;
     }
+    if (x->kind == IR_ACCVAL && !f->declared[x->var]) f->outside_acc = 1;
     if (x->kind == IR_OP) {
         if (x->a) facts_value(o, x->a, f);
         if (x->b) facts_value(o, x->b, f);
@@ -435,9 +445,9 @@ static void facts_block(Opt *o, IrRef s, Facts *f)
         const IrNode *x = &o->k->nodes[s];
         switch (x->kind) {
         case IR_LOOP: f->nloops++, facts_block(o, x->child, f); break;
-        case IR_ACC: f->accs++, f->declared[x->var] = 1; break;
+        case IR_ACC: f->decls++, f->declared[x->var] = 1; break;
         case IR_UPDATE:
-            f->accs++;
+            f->updates++;
             if (!f->declared[x->var]) f->outside_acc = 1;
             facts_value(o, x->a, f);
             break;
@@ -445,12 +455,16 @@ static void facts_block(Opt *o, IrRef s, Facts *f)
             f->nstores++;
             if (f->stored[x->buf]) f->dup_store = 1;
             f->stored[x->buf] = 1;
+            note_index(f, x->buf, x->index);
             facts_value(o, x->a, f);
         }
     }
 }
 
-static size_t facts_bytes(const Kernel *k) { return 2 * (size_t)k->nbufs + (size_t)k->naccs + k->n + 1; }
+static size_t facts_bytes(const Kernel *k)
+{
+    return (size_t)k->nbufs * sizeof(ExprId) + 3 * (size_t)k->nbufs + (size_t)k->naccs + k->n + 1;
+}
 
 /* Facts of the block from s, loads checked against s_var (-1: not); 0 or
  * KN_ENOMEM. facts_free releases them. */
@@ -458,37 +472,85 @@ static int facts(Opt *o, IrRef s, int var, Facts *f)
 {
     size_t n = facts_bytes(o->k);
     memset(f, 0, sizeof *f);
-    f->stored = kn_alloc(o->ctx, n);
-    if (!f->stored) return KN_ENOMEM;
-    memset(f->stored, 0, n);
-    f->loaded = f->stored + o->k->nbufs, f->declared = f->loaded + o->k->nbufs;
+    void *mem = kn_alloc(o->ctx, n);
+    if (!mem) return KN_ENOMEM;
+    memset(mem, 0, n);
+    f->at = mem; /* first: aligned for ExprId */
+    f->stored = (uint8_t *)(f->at + o->k->nbufs);
+    f->loaded = f->stored + o->k->nbufs, f->mixed = f->loaded + o->k->nbufs;
+    f->declared = f->mixed + o->k->nbufs;
     f->seen = f->declared + o->k->naccs;
     f->var = var;
     facts_block(o, s, f);
     return 0;
 }
 
-static void facts_free(Opt *o, Facts *f) { kn_dealloc(o->ctx, f->stored, facts_bytes(o->k)); }
+static void facts_free(Opt *o, Facts *f) { kn_dealloc(o->ctx, f->at, facts_bytes(o->k)); }
 
-/* Every store below writes rest + a*s_v with a != 0 and rest spanning less
- * than |a|: distinct iterations of s_v write disjoint elements. The loops
- * between bind their ranges as the walk goes. */
-static int disjoint_stores(Opt *o, IrRef s, int v)
+/* The elements of each stored buffer that one iteration of s_v touches:
+ * every store, and every load of a buffer that is stored, at rest + a*s_v
+ * with one a != 0 per buffer and the rests' union spanning less than |a|,
+ * so distinct iterations touch disjoint elements (an iteration may read
+ * back what it wrote). The loops between bind their ranges as the walk goes. */
+typedef struct {
+    int64_t a, lo, hi;
+    uint8_t any, bad;
+} Region;
+
+static void region_add(Opt *o, Region *r, ExprId index, int v)
 {
-    int ok = 1;
-    for (; s && ok; s = o->k->nodes[s].next) {
+    int64_t a, l, h;
+    ExprId rest;
+    if (!affine(o->ex, index, v, &a, &rest) || a == 0 || !range(o, rest, &l, &h) || (r->any && r->a != a)) {
+        r->bad = 1;
+        return;
+    }
+    if (!r->any || l < r->lo) r->lo = l;
+    if (!r->any || h > r->hi) r->hi = h;
+    r->a = a, r->any = 1;
+}
+
+static void region_value(Opt *o, IrRef r, int v, const uint8_t *stored, uint8_t *seen, Region *reg)
+{
+    const IrNode *x = &o->k->nodes[r];
+    if (seen[r]) return;
+    seen[r] = 1;
+    if (x->kind == IR_LOAD && stored[x->buf]) region_add(o, &reg[x->buf], x->index, v);
+    if (x->kind != IR_OP) return;
+    if (x->a) region_value(o, x->a, v, stored, seen, reg);
+    if (x->b) region_value(o, x->b, v, stored, seen, reg);
+    if (x->c) region_value(o, x->c, v, stored, seen, reg);
+}
+
+static void region_block(Opt *o, IrRef s, int v, const uint8_t *stored, uint8_t *seen, Region *reg)
+{
+    for (; s; s = o->k->nodes[s].next) {
         IrNode x = o->k->nodes[s];
-        int64_t a, l, h;
-        ExprId rest;
         if (x.kind == IR_LOOP) {
             bind(o, &x, 1);
-            ok = disjoint_stores(o, x.child, v);
+            region_block(o, x.child, v, stored, seen, reg);
             bind(o, &x, 0);
-        } else if (x.kind == IR_STORE) {
-            ok = affine(o->ex, x.index, v, &a, &rest) && a != 0 && range(o, rest, &l, &h) &&
-                 h - l < (a < 0 ? -a : a);
+            continue;
         }
+        if (x.kind == IR_STORE) region_add(o, &reg[x.buf], x.index, v);
+        if (x.kind == IR_STORE || x.kind == IR_UPDATE) region_value(o, x.a, v, stored, seen, reg);
     }
+}
+
+/* 1 if the iterations of loop l touch disjoint parts of what it stores, 0
+ * if not, -1 out of memory. */
+static int disjoint(Opt *o, IrRef l, const uint8_t *stored)
+{
+    size_t bytes = (size_t)o->k->nbufs * sizeof(Region) + o->k->n;
+    Region *reg = kn_alloc(o->ctx, bytes);
+    if (!reg) return -1;
+    memset(reg, 0, bytes);
+    uint8_t *seen = (uint8_t *)(reg + o->k->nbufs);
+    region_block(o, o->k->nodes[l].child, o->k->nodes[l].var, stored, seen, reg);
+    int ok = 1;
+    for (int b = 0; b < o->k->nbufs && ok; b++)
+        ok = !stored[b] || (!reg[b].bad && reg[b].any && reg[b].hi - reg[b].lo < (reg[b].a < 0 ? -reg[b].a : reg[b].a));
+    kn_dealloc(o->ctx, reg, bytes);
     return ok;
 }
 
@@ -500,9 +562,10 @@ static int parallel_ok(Opt *o, IrRef l, int64_t threshold, int *ok)
     if (o->k->nodes[l].dtype != LOOP_SERIAL || w <= threshold) return 0;
     if (facts(o, o->k->nodes[l].child, -1, &f)) return KN_ENOMEM;
     int clean = f.nstores > 0 && !f.outside_acc;
-    for (int b = 0; b < o->k->nbufs && clean; b++) clean = !(f.stored[b] && f.loaded[b]);
+    int d = clean ? disjoint(o, l, f.stored) : 0;
     facts_free(o, &f);
-    *ok = clean && disjoint_stores(o, o->k->nodes[l].child, o->k->nodes[l].var);
+    if (d < 0) return KN_ENOMEM;
+    *ok = d;
     return 0;
 }
 
@@ -517,11 +580,11 @@ static int vector_ok(Opt *o, IrRef l, uint32_t width, int *ok)
     int v = x->var;
     IrRef body = x->child;
     if (facts(o, body, v, &f)) return KN_ENOMEM;
-    int clean = f.nstores > 0 && !f.nloops && !f.accs && !f.dup_store && !f.strided;
-    for (int b = 0; b < o->k->nbufs && clean; b++) clean = !(f.stored[b] && f.loaded[b]);
+    int clean = f.nstores + f.updates > 0 && !f.nloops && !f.decls && !f.dup_store && !f.strided;
+    for (int b = 0; b < o->k->nbufs && clean; b++) clean = !(f.stored[b] && f.loaded[b] && f.mixed[b]);
     facts_free(o, &f);
-    for (IrRef s = body; s && clean; s = o->k->nodes[s].next) /* stores only, as checked */
-        clean = affine(o->ex, o->k->nodes[s].index, v, &a, &rest) && a == 1;
+    for (IrRef s = body; s && clean; s = o->k->nodes[s].next) /* stores and updates, as checked */
+        clean = o->k->nodes[s].kind == IR_UPDATE || (affine(o->ex, o->k->nodes[s].index, v, &a, &rest) && a == 1);
     *ok = clean;
     return 0;
 }

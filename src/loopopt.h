@@ -14,11 +14,15 @@
  *    generally both fold whenever x stays inside one period of c);
  * 2. collapse: a loop whose body is exactly one loop becomes one loop of
  *    the product extent when every index is rest + b*(E_inner*outer + inner);
- * 3. mark: an outermost loop whose iterations write disjoint outputs and do
- *    more than parallel_threshold elements of work becomes LOOP_PARALLEL;
- *    an innermost loop of at least vector_width iterations with unit-stride
- *    stores, unit-stride or invariant loads, no accumulation and no buffer
- *    both loaded and stored becomes LOOP_VECTOR(vector_width).
+ * 3. mark: an outermost loop that does more than parallel_threshold
+ *    elements of work, whose iterations touch disjoint parts of every buffer
+ *    it stores (an iteration may read back what it wrote: a row kernel's
+ *    output) and which uses no accumulator declared outside it, becomes
+ *    LOOP_PARALLEL; an innermost loop of at least vector_width iterations
+ *    with unit-stride stores, unit-stride or invariant loads, no buffer
+ *    loaded and stored at different indices, and no accumulator declared
+ *    inside becomes LOOP_VECTOR(vector_width) (updates of accumulators
+ *    declared outside are allowed: targets give them lanes).
  * Only serial loops are collapsed or marked; kinds set before are kept.
  */
 #ifndef KN_LOOPOPT_H

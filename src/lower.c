@@ -19,6 +19,7 @@
  * nodes this lowering leaves to the interpreter (gather, scatter_add).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lower.h"
@@ -31,6 +32,14 @@ typedef struct {
     ExprTable *ex;
     IrBlock blocks[2 * KN_MAX_DIMS + 2]; /* the bodies of the loops made so far */
     int nblocks;
+    /* a row kernel: its fused reductions, their accumulators, and the row
+     * index (the outer loops' vars, 0 in reduced and unit dims) */
+    uint32_t rnode[SCHED_MAX_ROW];
+    int racc[SCHED_MAX_ROW], nr;
+    ExprId row[KN_MAX_DIMS];
+    int bad_row; /* a fused reduction was read away from its row: a scheduler bug */
+    uint32_t reuse; /* a row kernel's node whose values the output buffer holds (0: none) */
+    int row_final;  /* lowering a row kernel's last loop: x / (a value of the row) is x * (1 / it) */
 } Lower;
 
 static ExprId cst(Lower *l, int64_t v) { return expr_const(l->ex, v); }
@@ -111,6 +120,17 @@ static IrRef pad_value(Lower *l, const Node *n, const ExprId *src)
 }
 
 /* A node's own value at idx, computed here (not loaded). */
+/* A value of the row alone (constants, accumulators and arithmetic on
+ * them: no load, index or random number), the same at every element. */
+static int row_invariant(const Lower *l, IrRef r, int depth)
+{
+    const IrNode *x = &l->k->nodes[r];
+    if (x->kind == IR_CONST || x->kind == IR_ACCVAL) return 1;
+    if (x->kind != IR_OP || depth > 16) return 0;
+    return (!x->a || row_invariant(l, x->a, depth + 1)) && (!x->b || row_invariant(l, x->b, depth + 1)) &&
+           (!x->c || row_invariant(l, x->c, depth + 1));
+}
+
 static IrRef compute(Lower *l, uint32_t u, const ExprId *idx)
 {
     const Node *n = &l->g->nodes[u];
@@ -132,12 +152,34 @@ static IrRef compute(Lower *l, uint32_t u, const ExprId *idx)
     }
     IrRef a[3] = {0, 0, 0};
     for (int s = 0; s < n->nsrc; s++) a[s] = value(l, n->src[s], idx);
+    if (n->op == OP_DIV && l->row_final && (dt == KN_F32 || dt == KN_F64) && a[0] && a[1] && row_invariant(l, a[1], 0) &&
+        !row_invariant(l, a[0], 0)) /* per element by a value of the row */
+        return ir_op(l->k, OP_MUL, dt, a[0], ir_op(l->k, OP_RECIP, dt, a[1], 0, 0), 0);
     return ir_op(l->k, (Op)n->op, dt, a[0], a[1], a[2]);
+}
+
+static IrRef acc_out(Lower *l, const Node *n, int acc, kn_dtype adt);
+static kn_dtype acc_dtype(const Node *n);
+
+/* A fused reduction's value: its accumulator, read at the row's own index. */
+static IrRef row_value(Lower *l, uint32_t u, const ExprId *idx)
+{
+    const Node *n = &l->g->nodes[u];
+    for (int i = 0; i < l->nr; i++) {
+        if (l->rnode[i] != u) continue;
+        for (int d = 0; d < n->ndim; d++)
+            if (idx[d] != l->row[d]) l->bad_row = 1;
+        return l->bad_row ? 0 : acc_out(l, n, l->racc[i], acc_dtype(n));
+    }
+    l->bad_row = 1;
+    return 0;
 }
 
 static IrRef value(Lower *l, uint32_t u, const ExprId *idx)
 {
     const Node *n = &l->g->nodes[u];
+    if (u && u == l->reuse) return ir_load(l->k, 0, linear(l, n->ndim, n->shape, idx)); /* stored there before */
+    if (!l->s->materialised[u] && l->s->fused && l->s->fused[u]) return row_value(l, u, idx);
     if (!l->s->materialised[u]) return compute(l, u, idx);
     int b = buffer_of(l, u);
     return b < 0 ? 0 : ir_load(l->k, b, linear(l, n->ndim, n->shape, idx));
@@ -200,10 +242,12 @@ static int lower_reduce(Lower *l, uint32_t v)
     return ir_store(l->k, outer, 0, linear(l, n->ndim, n->shape, oidx), acc_out(l, n, acc, adt)) ? 0 : -1;
 }
 
-/* dot: (..., M, K) x (..., K, N): loops over (..., M, N), a sum over K */
-static int lower_dot(Lower *l, uint32_t v)
+/* dot: (..., M, K) x (..., K, N): loops over (..., M, N), a sum over K;
+ * the store is the dot's value, or that of node v, the kernel's node, when
+ * the dot is fused into v's kernel as its epilogue. */
+static int lower_dot(Lower *l, uint32_t d, uint32_t v)
 {
-    const Node *n = &l->g->nodes[v], *a = &l->g->nodes[n->src[0]];
+    const Node *n = &l->g->nodes[d], *a = &l->g->nodes[n->src[0]];
     int nd = n->ndim;
     ExprId idx[KN_MAX_DIMS], ai[KN_MAX_DIMS], bi[KN_MAX_DIMS];
     IrBlock top = {0, 0}, *outer = loops(l, &top, nd, n->shape, NULL, idx);
@@ -222,7 +266,208 @@ static int lower_dot(Lower *l, uint32_t v)
     if (adt != n->dtype) prod = ir_op(l->k, OP_CAST, adt, prod, 0, 0);
     IrBlock body = {kl, 0};
     if (!ir_update(l->k, &body, acc, prod)) return -1;
-    return ir_store(l->k, outer, 0, linear(l, nd, n->shape, idx), acc_out(l, n, acc, adt)) ? 0 : -1;
+    if (v == d) return ir_store(l->k, outer, 0, linear(l, nd, n->shape, idx), acc_out(l, n, acc, adt)) ? 0 : -1;
+    l->rnode[0] = d, l->racc[0] = acc, l->nr = 1; /* read at its own element only */
+    memcpy(l->row, idx, sizeof l->row);
+    return ir_store(l->k, outer, 0, linear(l, nd, n->shape, idx), compute(l, v, idx)) ? 0 : -1;
+}
+
+/* ---- row kernels: reductions fused into their reader ----
+ *
+ *     for each row (the dims no reduction reduces)
+ *       acc r1; for the row: r1 op= r1's input      each fused reduction, in order
+ *       acc r2; for the row: r2 op= ... r1 ...
+ *       for the row: out = ... r1 ... r2 ...        or the kernel's own reduction
+ *
+ * The scheduler guarantees each fused reduction is read only at the row's
+ * own position, and that all reduce the same trailing dims of X, the shape
+ * the kernel iterates. Dims of size 1 get no loop: their index is 0. In the
+ * last loop, a float division by a value of the row alone (softmax's sum)
+ * is a multiplication by its reciprocal, computed once per row: within an
+ * ulp or two of the division (as PyTorch's softmax), and the divisor is an
+ * accumulation, rounded differently from the interpreter's anyway. */
+
+/* The fused reductions node v's kernel computes, in id (topological) order. */
+static void find_fused(Lower *l, uint32_t v, uint8_t *seen)
+{
+    const Node *n = &l->g->nodes[v];
+    for (int i = 0; i < n->nsrc; i++) {
+        uint32_t u = n->src[i];
+        if (l->s->materialised[u] || seen[u]) continue;
+        seen[u] = 1;
+        find_fused(l, u, seen);
+        if (l->s->fused[u] && kn_opinfo[l->g->nodes[u].op].cls == OC_REDUCE && l->nr < SCHED_MAX_ROW)
+            l->rnode[l->nr++] = u;
+    }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Loops over the dims of x (nd) in mask, nested in blk; their vars into idx. */
+static IrBlock *row_loops(Lower *l, IrBlock *blk, int nd, const Dim *x, uint32_t mask, ExprId *idx)
+{
+    uint8_t skip[KN_MAX_DIMS];
+    for (int d = 0; d < nd; d++) skip[d] = !(mask >> d & 1);
+    return loops(l, blk, nd, x, skip, idx);
+}
+
+static int expensive(Op op)
+{
+    return (op >= OP_EXP && op <= OP_ERF) || op == OP_POW || op == OP_DIV || op == OP_RAND;
+}
+
+/* Whether reduction input u may be kept in the output buffer of pointwise
+ * kernel v (then its values are stored as the reduction reads them and
+ * loaded back, not computed again): u is unmaterialised, costs an
+ * expensive op, has the output's dtype, and v reaches it only through
+ * pointwise ops of the same shape, so at the output's own index. */
+static int reusable(Lower *l, uint32_t v, uint32_t u, uint8_t *seen)
+{
+    const Node *n = &l->g->nodes[v], *un = &l->g->nodes[u];
+    int found = 0, cost = 0;
+    if (l->s->materialised[u] || un->dtype != n->dtype || kn_opinfo[n->op].cls == OC_REDUCE) return 0;
+    /* depth first from v: seen 1 = reached at the full index, 2 = elsewhere */
+    uint32_t stack[256];
+    int depth = 0;
+    stack[depth++] = v;
+    memset(seen, 0, l->g->n);
+    while (depth) {
+        uint32_t w = stack[--depth];
+        const Node *x = &l->g->nodes[w];
+        int full = w == v || seen[w] == 1;
+        int pw = kn_opinfo[x->op].cls != OC_MOVE && x->ndim == n->ndim &&
+                 !memcmp(x->shape, n->shape, n->ndim * sizeof(Dim));
+        if (w == u) {
+            if (!full) return 0;
+            found = 1;
+            continue;
+        }
+        for (int i = 0; i < x->nsrc; i++) {
+            uint32_t c = x->src[i];
+            if (l->s->materialised[c] || l->s->fused[c]) continue;
+            uint8_t st = full && pw && x->op != OP_IOTA ? 1 : 2;
+            if (seen[c] == st || seen[c] == 2) continue;
+            if (seen[c] == 1 && c == u) return 0; /* reached both ways */
+            if (seen[c] == 1) st = 2;
+            seen[c] = st;
+            if (depth == 256) return 0;
+            stack[depth++] = c;
+        }
+    }
+    /* its own subtree holds an expensive op */
+    depth = 0;
+    stack[depth++] = u;
+    while (depth && !cost) {
+        const Node *x = &l->g->nodes[stack[--depth]];
+        cost = expensive((Op)x->op);
+        for (int i = 0; i < x->nsrc && depth < 256; i++)
+            if (!l->s->materialised[x->src[i]] && !l->s->fused[x->src[i]]) stack[depth++] = x->src[i];
+    }
+    return found && cost;
+}
+
+/* acc over the row of reduction node r (input at the full index), into
+ * blk; keep: its input is also stored in the output buffer. */
+static int row_reduce(Lower *l, IrBlock *outer, uint32_t r, int nd, const Dim *x, uint32_t red, int *acc, int keep)
+{
+    const Node *n = &l->g->nodes[r], *in = &l->g->nodes[n->src[0]];
+    ExprId idx[KN_MAX_DIMS];
+    kn_dtype adt = acc_dtype(n);
+    int nb = l->nblocks;
+    memcpy(idx, l->row, sizeof idx);
+    *acc = ir_acc(l->k, outer, (Op)n->op, adt);
+    IrBlock *inner = *acc < 0 ? NULL : row_loops(l, outer, nd, x, red, idx);
+    if (!inner) return -1;
+    IrRef v = value(l, n->src[0], idx);
+    if (keep && v && !ir_store(l->k, inner, 0, linear(l, nd, x, idx), v)) return -1;
+    if (v && in->dtype != adt) v = ir_op(l->k, OP_CAST, adt, v, 0, 0);
+    IrRef u = v ? ir_update(l->k, inner, *acc, v) : 0;
+    l->nblocks = nb; /* the row's loops are done with */
+    return u ? 0 : -1;
+}
+
+static int lower_row(Lower *l, uint32_t v)
+{
+    const Node *n = &l->g->nodes[v];
+    int is_red = kn_opinfo[n->op].cls == OC_REDUCE;
+    const Node *xn = is_red ? &l->g->nodes[n->src[0]] : n;
+    int nd = xn->ndim;
+    const Dim *x = xn->shape;
+    const Node *r0 = &l->g->nodes[l->rnode[0]];
+    uint32_t red = 0, kept = 0;
+    for (int d = 0; d < nd; d++) {
+        if (x[d] > 1 && r0->p.i[d]) red |= 1u << d;
+        else if (x[d] > 1) kept |= 1u << d;
+        l->row[d] = cst(l, 0);
+    }
+    IrBlock top = {0, 0}, *outer = row_loops(l, &top, nd, x, kept, l->row);
+    if (!outer) return -1;
+    /* the last reduction whose input the output could hold (softmax: exp) */
+    int keep = -1;
+    uint8_t *seen = kn_alloc(l->ctx, l->g->n);
+    if (!seen) return -1;
+    for (int i = l->nr - 1; i >= 0 && keep < 0; i--)
+        if (reusable(l, v, l->g->nodes[l->rnode[i]].src[0], seen)) keep = i;
+    kn_dealloc(l->ctx, seen, l->g->n);
+    for (int i = 0; i < l->nr; i++)
+        if (row_reduce(l, outer, l->rnode[i], nd, x, red, &l->racc[i], i == keep)) return -1;
+    if (keep >= 0) l->reuse = l->g->nodes[l->rnode[keep]].src[0];
+    if (is_red) { /* the kernel's own reduction over the same row */
+        int acc;
+        if (row_reduce(l, outer, v, nd, x, red, &acc, 0)) return -1;
+        return ir_store(l->k, outer, 0, linear(l, n->ndim, n->shape, l->row), acc_out(l, n, acc, acc_dtype(n))) ? 0 : -1;
+    }
+    ExprId idx[KN_MAX_DIMS];
+    memcpy(idx, l->row, sizeof idx);
+    IrBlock *inner = row_loops(l, outer, nd, x, red, idx);
+    l->row_final = 1;
+    return inner && ir_store(l->k, inner, 0, linear(l, nd, x, idx), compute(l, v, idx)) ? 0 : -1;
+}
+
+/* The epilogue of the dot fused into node v's kernel, for a target's dot
+ * template: a tile kernel over (batch, M, N) (the batch dims collapsed into
+ * one loop) that reads the dot's value from its own output buffer, where
+ * the template has put it, and stores v's. */
+int lower_epilogue(kn_ctx *ctx, const Graph *g, const Schedule *s, uint32_t v, ExprTable *ex, Arena *a, Kernel *k)
+{
+    const Node *n = &g->nodes[v];
+    uint32_t d = s->dot ? s->dot[v] : 0;
+    int nd = n->ndim;
+    if (!d || nd < 2 || g->nodes[d].dtype != n->dtype) return kn_errs(ctx, KN_EINVAL, "lower: no dot epilogue in %%%" PRIu32, v);
+    char name[32];
+    snprintf(name, sizeof name, "e%" PRIu32 "_%s", v, kn_opinfo[n->op].name);
+    ir_init(k, a, ex, name);
+    Lower l;
+    memset(&l, 0, sizeof l);
+    l.ctx = ctx, l.g = g, l.s = s, l.k = k, l.ex = ex;
+    l.reuse = d;
+    ExprId idx[KN_MAX_DIMS];
+    IrRef loop[3];
+    IrBlock blk[4] = {{0, 0}};
+    int64_t batch = tensor_numel(nd - 2, n->shape);
+    int ok = ir_buf(k, (kn_dtype)n->dtype, BUF_OUT, cst(&l, tensor_numel(nd, n->shape)), v) == 0;
+    for (int i = 0; i < 3 && ok; i++) {
+        loop[i] = ir_loop(k, &blk[i], cst(&l, i == 0 ? batch : n->shape[nd - 3 + i]), LOOP_SERIAL, 1);
+        blk[i + 1] = (IrBlock){loop[i], 0};
+        ok = loop[i] != 0;
+    }
+    if (ok) {
+        ExprId t = expr_sym(ex, 0);
+        int64_t stride = 1;
+        for (int i = nd - 3; i >= 0; i--) { /* the batch index t, unravelled */
+            idx[i] = expr_mod(ex, expr_floordiv(ex, t, cst(&l, stride)), cst(&l, n->shape[i]));
+            stride *= n->shape[i];
+        }
+        idx[nd - 2] = expr_sym(ex, 1), idx[nd - 1] = expr_sym(ex, 2);
+        ok = ir_store(k, &blk[3], 0, linear(&l, nd, n->shape, idx), compute(&l, v, idx)) != 0;
+    }
+    k->tile = 1;
+    if (l.bad_row) return kn_errs(ctx, KN_EINVAL, "lower: %s reads its dot away from its element", name);
+    return ok ? 0 : kn_errs(ctx, KN_ENOMEM, "out of memory lowering %s", name);
 }
 
 int lower_kernel(kn_ctx *ctx, const Graph *g, const Schedule *s, uint32_t v, ExprTable *ex, Arena *a, Kernel *k)
@@ -240,6 +485,18 @@ int lower_kernel(kn_ctx *ctx, const Graph *g, const Schedule *s, uint32_t v, Exp
     if (ir_buf(k, (kn_dtype)n->dtype, BUF_OUT, cst(&l, tensor_numel(n->ndim, n->shape)), v) != 0)
         return kn_errs(ctx, KN_ENOMEM, "out of memory lowering");
     OpClass c = kn_opinfo[n->op].cls;
-    int r = c == OC_REDUCE ? lower_reduce(&l, v) : c == OC_DOT ? lower_dot(&l, v) : lower_pointwise(&l, v);
+    uint8_t *seen = s->fused && c != OC_DOT ? kn_alloc(ctx, g->n) : NULL;
+    if (seen) {
+        memset(seen, 0, g->n);
+        find_fused(&l, v, seen);
+        kn_dealloc(ctx, seen, g->n);
+        qsort(l.rnode, (size_t)l.nr, sizeof *l.rnode, cmp_u32);
+    } else if (s->fused && c != OC_DOT) {
+        return kn_errs(ctx, KN_ENOMEM, "out of memory lowering %s", name);
+    }
+    uint32_t d = s->dot ? s->dot[v] : 0;
+    int r = d ? lower_dot(&l, d, v) : l.nr ? lower_row(&l, v) : c == OC_REDUCE ? lower_reduce(&l, v)
+          : c == OC_DOT ? lower_dot(&l, v, v) : lower_pointwise(&l, v);
+    if (l.bad_row) return kn_errs(ctx, KN_EINVAL, "lower: %s reads a fused reduction away from its row", name);
     return r ? kn_errs(ctx, KN_ENOMEM, "out of memory lowering %s", name) : 0;
 }

@@ -8,7 +8,12 @@
  *   they become index arithmetic in their readers;
  * - pointwise ops are fused into their readers (so chains fuse, and a
  *   reduction's elementwise input is its prologue);
- * - reductions, dot, gather and scatter_add each anchor a kernel;
+ * - reductions, dot, gather and scatter_add each anchor a kernel, but a
+ *   reduction over rows (trailing dims) fuses into its one reader kernel
+ *   when that kernel iterates the same rows (softmax's max and sum,
+ *   layer_norm's mean and variance: one kernel), and a dot fuses into its
+ *   one pointwise reader of its shape and dtype (bias, activation and
+ *   residual as the dot's epilogue: linear + bias + gelu is one kernel);
  * - a pointwise value read by several kernels is materialised when its fused
  *   subtree holds an expensive op (exp, log, ...), so no expensive op is
  *   ever computed in two kernels; cheap ones (add, compare, ...) are
@@ -59,37 +64,207 @@ static int fused_cost(const Graph *g, const uint8_t *mat, uint8_t *memo, uint32_
     return cost;
 }
 
-/* The nearest materialised or input node a view chain starts from, or 0
- * if the chain passes through computation. */
-static uint32_t view_root(const Graph *g, const uint8_t *mat, uint32_t v)
-{
-    while (!mat[v] && is_view((Op)g->nodes[v].op) && g->nodes[v].op != OP_PAD) v = g->nodes[v].src[0];
-    return mat[v] ? v : 0;
-}
+#define NO_KERNEL 0u           /* owner: no kernel reads it (dead) */
+#define MANY_KERNELS UINT32_MAX /* owner: read by two kernels or more */
 
-/* The number of readers of each node, kernels counted as the node that
- * anchors them: a fused node's reads count towards its readers. */
-static void count_readers(const Graph *g, const uint8_t *mat, uint32_t *readers)
+/* owner[u]: the one kernel (the node it writes) an unmaterialised node is
+ * fused into, NO_KERNEL or MANY_KERNELS; a materialised node owns itself.
+ * Users have larger ids, so one pass from the top settles each node
+ * before its sources. */
+static void owners(const Graph *g, const uint8_t *mat, uint32_t *owner)
 {
-    memset(readers, 0, g->n * sizeof *readers);
+    memset(owner, 0, g->n * sizeof *owner);
     for (uint32_t v = g->n; v-- > 1;) {
         const Node *n = &g->nodes[v];
+        uint32_t k = mat[v] ? v : owner[v];
+        if (mat[v]) owner[v] = v;
+        if (k == NO_KERNEL) continue;
         for (int s = 0; s < n->nsrc; s++) {
             uint32_t u = n->src[s];
-            readers[u] += mat[v] ? 1 : (readers[v] ? readers[v] : 1);
+            if (mat[u]) continue;
+            owner[u] = owner[u] == NO_KERNEL || owner[u] == k ? k : MANY_KERNELS;
         }
     }
+}
+
+/* ---- reductions fused into their reader's kernel ----
+ * A reduction r over dims Red of x (shape X) need not be a kernel of its
+ * own when its one reader kernel iterates over X too: that kernel, a
+ * pointwise node of shape X or a reduction of an X-shaped value over the
+ * same Red, runs one loop nest per row (the kept dims), which computes r in
+ * an accumulator over the row before it is used (softmax: max, then the sum
+ * of exp, then the output, one kernel reading each row from memory once).
+ * The reader must see r only at the row's own position: through pointwise
+ * ops of shape X ("full" index), one expand of r's keepdim shape back to X
+ * and pointwise ops of that shape ("row" index). Red must be the trailing
+ * non-unit dims of X (rows contiguous in memory); anything else keeps r in
+ * a kernel of its own. */
+
+enum { AT_FULL, AT_ROW, AT_OTHER };
+
+typedef struct {
+    const Graph *g;
+    const uint8_t *mat, *fused;
+    const Dim *x;        /* the host's X */
+    int nd;
+    uint32_t stamp;      /* this host's walk */
+    uint32_t *seen_full, *seen_row, *seen_other; /* per node: stamp when walked so */
+    uint8_t *bad;        /* per node: a fused reduction that must be a kernel */
+    uint32_t *red_of;    /* per node: red mask + 1 where reached at a row index this walk */
+    uint32_t red;        /* the host's red mask (bits), 0 until known */
+    int nfused;          /* reductions fused into this host so far */
+    uint32_t dot;        /* the dot fused into this host, 0 if none */
+    uint8_t dtype;       /* the host's dtype */
+    uint8_t host_red;    /* the host is a reduction */
+    uint8_t prologue;    /* walking a fused reduction's input */
+    uint32_t *dot_of;    /* per host: its fused dot, as found by the last walk */
+} Walk;
+
+/* The dims reduced by reduction n over an input of shape x, unit dims left out. */
+static uint32_t red_mask(const Node *n, const Dim *x, int nd)
+{
+    uint32_t m = 0;
+    for (int d = 0; d < nd; d++)
+        if (n->p.i[d] && x[d] > 1) m |= 1u << d;
+    return m;
+}
+
+/* Red is the trailing non-unit dims of x. */
+static int trailing(uint32_t red, const Dim *x, int nd)
+{
+    int seen_kept = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        if (x[d] <= 1) continue;
+        if (!(red >> d & 1)) seen_kept = 1;
+        else if (seen_kept) return 0;
+    }
+    return red != 0;
+}
+
+static int same_shape(const Node *n, const Dim *x, int nd)
+{
+    return n->ndim == nd && memcmp(n->shape, x, (size_t)nd * sizeof *x) == 0;
+}
+
+/* The row shape of red: x with the reduced dims 1. */
+static int row_shape(const Node *n, const Dim *x, int nd, uint32_t red)
+{
+    if (n->ndim != nd) return 0;
+    for (int d = 0; d < nd; d++)
+        if (n->shape[d] != (red >> d & 1 ? 1 : x[d])) return 0;
+    return 1;
+}
+
+static void walk(Walk *w, uint32_t u, int at, uint32_t red);
+
+/* Reaching fused reduction u with index `at` (red: the row's mask). */
+static void reach_reduction(Walk *w, uint32_t u, int at, uint32_t red)
+{
+    const Node *n = &w->g->nodes[u], *x = &w->g->nodes[n->src[0]];
+    uint32_t m = same_shape(x, w->x, w->nd) ? red_mask(n, w->x, w->nd) : 0;
+    if (at != AT_ROW || !m || m != red || !trailing(m, w->x, w->nd) || (w->red && w->red != m) ||
+        w->nfused == SCHED_MAX_ROW) {
+        w->bad[u] = 1;
+        return;
+    }
+    w->red = m;
+    w->nfused++;
+    uint8_t was = w->prologue;
+    w->prologue = 1;
+    walk(w, n->src[0], AT_FULL, 0); /* its input, over the row, is at the full index */
+    w->prologue = was;
+}
+
+/* Reaching fused dot u: its output's kernel computes it, an accumulator
+ * per element, and reads it only there (as an epilogue of the dot: bias,
+ * activation, residual), so never inside a reduction's row. */
+static void reach_dot(Walk *w, uint32_t u, int at)
+{
+    if (at != AT_FULL || w->host_red || w->prologue || (w->dot && w->dot != u) || w->g->nodes[u].dtype != w->dtype)
+        w->bad[u] = 1;
+    else w->dot = u;
+}
+
+static void walk(Walk *w, uint32_t u, int at, uint32_t red)
+{
+    const Node *n = &w->g->nodes[u];
+    if (w->mat[u]) return;
+    if (at == AT_FULL && !same_shape(n, w->x, w->nd)) at = AT_OTHER;
+    if (at == AT_ROW && !row_shape(n, w->x, w->nd, red)) at = AT_OTHER;
+    uint32_t *seen = at == AT_FULL ? w->seen_full : at == AT_ROW ? w->seen_row : w->seen_other;
+    if (seen[u] == w->stamp && (at != AT_ROW || w->red_of[u] == red + 1)) return;
+    if (seen[u] == w->stamp) at = AT_OTHER, seen = w->seen_other; /* two row masks: neither is trusted */
+    if (at == AT_OTHER && seen[u] == w->stamp) return;
+    seen[u] = w->stamp;
+    if (at == AT_ROW) w->red_of[u] = red + 1;
+    if (w->fused[u] && n->op == OP_DOT) { /* its operands are views of buffers */
+        reach_dot(w, u, at);
+        return;
+    }
+    if (w->fused[u]) {
+        if (at == AT_OTHER) w->bad[u] = 1;
+        else reach_reduction(w, u, at, red);
+        if (w->bad[u]) walk(w, n->src[0], AT_OTHER, 0);
+        return;
+    }
+    if (n->op == OP_EXPAND && at == AT_FULL) { /* x's row values broadcast back over the row */
+        const Node *m = &w->g->nodes[n->src[0]];
+        uint32_t r = 0;
+        for (int d = 0; d < n->ndim && m->ndim == n->ndim; d++)
+            if (m->shape[d] == 1 && n->shape[d] > 1) r |= 1u << d;
+        walk(w, n->src[0], r ? AT_ROW : AT_OTHER, r);
+        return;
+    }
+    int keep = is_pointwise((Op)n->op) && at != AT_OTHER;
+    for (int s = 0; s < n->nsrc; s++) walk(w, n->src[s], keep ? at : AT_OTHER, red);
+}
+
+/* Walks every kernel; a fused reduction reached wrongly becomes a kernel:
+ * 1 if any did. */
+static int check_fused(Walk *w, const uint32_t *owner)
+{
+    const Graph *g = w->g;
+    int changed = 0;
+    memset(w->bad, 0, g->n);
+    for (uint32_t v = 1; v < g->n; v++) {
+        const Node *n = &g->nodes[v];
+        if (!w->mat[v] || n->op == OP_INPUT) continue;
+        w->stamp++;
+        w->red = 0, w->nfused = 0, w->dot = 0, w->dtype = n->dtype, w->prologue = 0;
+        w->host_red = kn_opinfo[n->op].cls == OC_REDUCE;
+        if (kn_opinfo[n->op].cls == OC_REDUCE) { /* a reduction reads its input at the full index of X */
+            w->x = g->nodes[n->src[0]].shape, w->nd = g->nodes[n->src[0]].ndim;
+            w->red = red_mask(n, w->x, w->nd);
+            if (!trailing(w->red, w->x, w->nd)) w->red = UINT32_MAX; /* no row kernel: fuses none */
+            walk(w, n->src[0], AT_FULL, 0);
+        } else {
+            w->x = n->shape, w->nd = n->ndim;
+            for (int s = 0; s < n->nsrc; s++) walk(w, n->src[s], is_pointwise((Op)n->op) ? AT_FULL : AT_OTHER, 0);
+        }
+        if (w->dot && w->nfused) w->bad[w->dot] = 1; /* a dot per element of a row kernel: no */
+        w->dot_of[v] = w->dot;
+    }
+    for (uint32_t v = 1; v < g->n; v++) /* one reader kernel, and not read where it cannot be */
+        if (w->fused[v] && !w->mat[v] && (w->bad[v] || owner[v] == MANY_KERNELS)) w->bad[v] = 1, changed = 1;
+    return changed;
 }
 
 int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Arena *a, Schedule *out)
 {
     memset(out, 0, sizeof *out);
-    uint8_t *mat = arena_alloc(a, g->n), *memo = arena_alloc(a, g->n);
-    uint32_t *readers = arena_alloc(a, g->n * sizeof *readers);
-    if (!mat || !memo || !readers) return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
+    uint8_t *mat = arena_alloc(a, g->n), *memo = arena_alloc(a, g->n), *fused = arena_alloc(a, g->n);
+    uint8_t *bad = arena_alloc(a, g->n);
+    uint32_t *owner = arena_alloc(a, g->n * sizeof *owner);
+    uint32_t *seen = arena_alloc(a, 5 * (size_t)g->n * sizeof *seen);
+    if (!mat || !memo || !fused || !bad || !owner || !seen) return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
+    memset(seen, 0, 5 * (size_t)g->n * sizeof *seen);
     for (uint32_t v = 1; v < g->n; v++) {
         Op op = (Op)g->nodes[v].op;
         mat[v] = op == OP_INPUT || is_anchor(op);
+        /* reductions and dots may fuse into their reader (the lowering
+         * computes them in an accumulator) */
+        fused[v] = kn_opinfo[op].cls == OC_REDUCE || op == OP_DOT;
+        if (fused[v]) mat[v] = 0;
     }
     for (int i = 0; i < nouts; i++) mat[outs[i]] = 1;
     /* gather and scatter_add read whole buffers (their lowering is the
@@ -101,18 +276,38 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
     for (uint32_t v = 1; v < g->n; v++)
         if (g->nodes[v].op == OP_DOT)
             for (int s = 0; s < 2; s++) {
-                uint32_t u = g->nodes[v].src[s];
-                if (!view_root(g, mat, u)) mat[u] = 1;
+                uint32_t u = g->nodes[v].src[s], r = u;
+                while (!mat[r] && is_view((Op)g->nodes[r].op) && g->nodes[r].op != OP_PAD) r = g->nodes[r].src[0];
+                if (!mat[r]) mat[r == u || !fused[r] ? u : r] = 1; /* a view of a reduction: the reduction */
             }
-    /* shared expensive pointwise values: once, in a kernel of their own.
-     * Deciding one can change another's cost, so repeat until stable. */
+    for (uint32_t v = 1; v < g->n; v++)
+        if (mat[v]) fused[v] = 0;
+    /* Fused reductions that cannot stay fused, then shared expensive
+     * pointwise values (once, in a kernel of their own; cheap ones, such
+     * as add or compare, are recomputed instead of costing a round trip
+     * through memory). Deciding one can change another, so repeat until
+     * stable. */
+    Walk w;
+    memset(&w, 0, sizeof w);
+    w.g = g, w.mat = mat, w.fused = fused, w.bad = bad;
+    w.seen_full = seen, w.seen_row = seen + g->n, w.seen_other = seen + 2 * g->n, w.red_of = seen + 3 * g->n;
+    w.dot_of = seen + 4 * g->n;
     for (int changed = 1; changed;) {
         changed = 0;
-        count_readers(g, mat, readers);
+        owners(g, mat, owner);
+        if (check_fused(&w, owner)) {
+            for (uint32_t v = 1; v < g->n; v++)
+                if (bad[v]) mat[v] = 1, fused[v] = 0;
+            changed = 1;
+            continue;
+        }
         memset(memo, 0, g->n);
         for (uint32_t v = g->n; v-- > 1;) {
-            if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || readers[v] < 2) continue;
-            if (fused_cost(g, mat, memo, v)) mat[v] = changed = 1, memset(memo, 0, g->n);
+            if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || owner[v] != MANY_KERNELS) continue;
+            if (fused_cost(g, mat, memo, v)) {
+                mat[v] = changed = 1;
+                break; /* the owners change */
+            }
         }
     }
     /* a view that is an output is materialised through its own kernel;
@@ -123,19 +318,31 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
     if (!out->kernels) return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
     for (uint32_t v = 1; v < g->n; v++)
         if (mat[v] && g->nodes[v].op != OP_INPUT) out->kernels[out->nkernels++] = v;
+    for (uint32_t v = 1; v < g->n; v++) /* dead reductions are no concern of anyone's */
+        if (fused[v] && owner[v] == NO_KERNEL) fused[v] = 0;
     out->materialised = mat;
+    out->fused = fused;
+    out->dot = w.dot_of;
+    for (uint32_t v = 1; v < g->n; v++)
+        if (!mat[v] || (out->dot[v] && !fused[out->dot[v]])) out->dot[v] = 0;
     return 0;
 }
 
-/* The unmaterialised nodes kernel node v pulls in, depth first. */
-static size_t dump_fused(const Graph *g, const Schedule *s, uint32_t v, char *buf, size_t cap, size_t len)
+/* The unmaterialised nodes kernel node v pulls in, depth first, each once
+ * (the first 256 remembered in done). */
+static size_t dump_fused(const Graph *g, const Schedule *s, uint32_t v, uint32_t *done, int *ndone, char *buf,
+                         size_t cap, size_t len)
 {
     const Node *n = &g->nodes[v];
     for (int i = 0; i < n->nsrc; i++) {
         uint32_t u = n->src[i];
-        if (s->materialised[u]) continue;
-        len = dump_fused(g, s, u, buf, cap, len);
-        len = kn_appendf(buf, cap, len, " %%%" PRIu32 " %s", u, kn_opinfo[g->nodes[u].op].name);
+        int seen = 0;
+        for (int j = 0; j < *ndone && !seen; j++) seen = done[j] == u;
+        if (s->materialised[u] || seen) continue;
+        if (*ndone < 256) done[(*ndone)++] = u;
+        len = dump_fused(g, s, u, done, ndone, buf, cap, len);
+        len = kn_appendf(buf, cap, len, " %%%" PRIu32 " %s%s", u, kn_opinfo[g->nodes[u].op].name,
+                         !s->fused || !s->fused[u] ? "" : g->nodes[u].op == OP_DOT ? "(epilogue)" : "(row)");
     }
     return len;
 }
@@ -143,11 +350,13 @@ static size_t dump_fused(const Graph *g, const Schedule *s, uint32_t v, char *bu
 size_t sched_dump(const Graph *g, const Schedule *s, char *buf, size_t cap)
 {
     size_t len = 0;
+    uint32_t done[256];
     if (cap) buf[0] = 0;
     for (int k = 0; k < s->nkernels; k++) {
         uint32_t v = s->kernels[k];
+        int ndone = 0;
         len = kn_appendf(buf, cap, len, "%%%" PRIu32 " %s <-", v, kn_opinfo[g->nodes[v].op].name);
-        len = dump_fused(g, s, v, buf, cap, len);
+        len = dump_fused(g, s, v, done, &ndone, buf, cap, len);
         len = kn_appendf(buf, cap, len, "\n");
     }
     return len;

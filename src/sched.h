@@ -1,20 +1,28 @@
 /*
  * sched.h — the scheduler's result: which graph nodes are materialised and
- * the kernels, one per materialised node, in topological order.
+ * the kernels, one per materialised node, in topological order. A kernel
+ * computes its node and every unmaterialised node it reads (views and
+ * pointwise ops inline, fused reductions as row accumulators).
  */
 #ifndef KN_SCHED_H
 #define KN_SCHED_H
 
 #include "core.h"
 
+#define SCHED_MAX_ROW 16 /* reductions fused into one kernel, at most */
+
 typedef struct {
     uint8_t *materialised; /* per graph node: 1 if it has a buffer of its own */
+    uint8_t *fused;        /* per graph node: 1 for a reduction computed row by row, or a dot element by
+                              element, inside its one reader's kernel */
+    uint32_t *dot;         /* per kernel node: the dot fused into its kernel, or 0 */
     uint32_t *kernels;     /* the node each kernel writes, in id (topological) order */
     int nkernels;
 } Schedule;
 
 int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Arena *a, Schedule *out); /* 0 ok */
-/* One line per kernel: what it writes and the nodes fused into it. */
+/* One line per kernel: what it writes and the nodes fused into it (a fused
+ * reduction marked "(row)", a fused dot "(epilogue)"). */
 size_t sched_dump(const Graph *g, const Schedule *s, char *buf, size_t cap);
 
 #endif

@@ -42,6 +42,9 @@ typedef struct GemmSpec {
     int64_t sb_b, sb_k, sb_n; /* B[t][k][n] is B[t*sb_b + k*sb_k + n*sb_n] */
     int bias;                 /* 1: b[3] is a bias of N elements added to every row */
     int act;                  /* GEMM_ACT_* applied last */
+    const char *epilogue;     /* or NULL: a tile kernel of the same unit (Kernel.tile), NAME(b[5], t, m0, m1,
+                                 n0, n1), called on each tile of C once it is final (after bias and act) */
+    int kc, mc;               /* cache blocks of K and M (a template's tunables), 0: its defaults; <= 4096 */
 } GemmSpec;
 
 /* Renders the unit for s in dialect GEMM_SCALAR or GEMM_SIMD, as snprintf:
@@ -56,7 +59,8 @@ typedef struct Target {
     void *(*sym)(void *module, const char *name);                      /* a kernel's entry */
     void (*unload)(void *module);
     void (*run)(void *fn, void **bufs, const Kernel *k);               /* run one kernel */
-    /* optional: a dot as a tuned template, b[0] = C, b[1] = A, b[2] = B, b[3] = bias; snprintf-style */
+    /* optional: a dot as a tuned template, b[0] = C, b[1] = A, b[2] = B, b[3] = bias, b[4] = thread pool,
+     * b[5] = the epilogue's buffers; snprintf-style */
     size_t (*render_dot)(const GemmSpec *s, char *buf, size_t cap);
 } Target;
 

@@ -6,7 +6,8 @@
  * gelu_tanh); the scalar dialect through TinyCC, the SIMD dialect through cc,
  * every ISA copy this CPU can run (NAME_isa). Accuracy: max |err| <=
  * 1e-4 * sqrt(K) * max |ref| (f32 accumulation); guard values around C
- * must survive and C's old contents must not leak in. Threaded runs (b[4],
+ * must survive and C's old contents must not leak in. A tile epilogue
+ * (b[5]: C = C / 2 + residual) must see every tile once, after the rest. Threaded runs (b[4],
  * 2 and 3 tasks over port_parallel_for) must equal one thread bitwise, and
  * those of at least 2^20 multiply-adds must really split. Where a compiler is
  * not available (wasm, arm builds) a SKIP line is printed. No timing.
@@ -54,6 +55,7 @@ typedef struct {
     void *A, *B, *bias, *Cg; /* Cg: C with GUARD elements either side */
     double *ref;
     int64_t na, nb, nc;
+    void *res, *eb[2];       /* an epilogue's residual, and its buffers: C, res */
 } Case;
 
 static double get(const void *p, int dt, int64_t i)
@@ -66,6 +68,8 @@ static void set(void *p, int dt, int64_t i, double v)
     else ((double *)p)[i] = v;
 }
 
+static int g_kc, g_mc; /* cache blocks of the cases made (0: the template's defaults) */
+
 static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la, int lb, int bias,
                       int act)
 {
@@ -77,6 +81,7 @@ static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int6
     s->dtype = dt;
     s->batch = batch, s->M = M, s->N = N, s->K = K;
     s->bias = bias, s->act = act;
+    s->kc = g_kc, s->mc = g_mc;
     c->na = layout(la, batch, M, K, &s->sa_b, &s->sa_m, &s->sa_k);
     c->nb = layout(lb, batch, K, N, &s->sb_b, &s->sb_k, &s->sb_n);
     c->nc = batch * M * N;
@@ -102,12 +107,42 @@ static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int6
 
 static void case_free(Case *c)
 {
-    free(c->A), free(c->B), free(c->bias), free(c->Cg), free(c->ref);
+    free(c->A), free(c->B), free(c->bias), free(c->Cg), free(c->ref), free(c->res);
+}
+
+/* An epilogue kepi of the case's unit: C = C / 2 + res on each tile it is given. */
+static void case_epilogue(Case *c)
+{
+    c->s.epilogue = "kepi";
+    c->res = malloc((size_t)c->nc * (c->s.dtype == GEMM_F32 ? 4 : 8));
+    for (int64_t i = 0; i < c->nc; i++) {
+        set(c->res, c->s.dtype, i, rnd());
+        c->ref[i] = c->ref[i] * 0.5 + get(c->res, c->s.dtype, i);
+    }
+}
+
+/* the epilogue's definition, after the template's text */
+static char *with_epilogue(const Case *c, char *src)
+{
+    char tail[512];
+    const char *t = c->s.dtype == GEMM_F32 ? "float" : "double";
+    if (!src || !c->s.epilogue) return src;
+    snprintf(tail, sizeof tail,
+             "void kepi(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1)\n{\n"
+             "    %s *c = (%s *)b[0];\n    const %s *r = (const %s *)b[1];\n"
+             "    for (int64_t m = m0; m < m1; m++)\n        for (int64_t n = n0; n < n1; n++) {\n"
+             "            int64_t i = (t * %lld + m) * %lld + n;\n            c[i] = c[i] * 0.5 + r[i];\n        }\n}\n",
+             t, t, t, t, (long long)c->s.M, (long long)c->s.N);
+    char *all = malloc(strlen(src) + strlen(tail) + 1);
+    if (all) strcpy(all, src), strcat(all, tail);
+    free(src);
+    return all;
 }
 
 static void **case_bufs(Case *c, void **b)
 {
     b[4] = NULL;
+    b[5] = c->s.epilogue ? c->eb : NULL;
     size_t es = c->s.dtype == GEMM_F32 ? 4 : 8;
     int64_t i;
     for (i = 0; i < c->nc + 2 * GUARD; i++) set(c->Cg, c->s.dtype, i, SENTINEL);
@@ -115,6 +150,7 @@ static void **case_bufs(Case *c, void **b)
     b[1] = c->A;
     b[2] = c->B;
     b[3] = c->s.bias ? c->bias : NULL;
+    c->eb[0] = b[0], c->eb[1] = c->res;
     return b;
 }
 
@@ -170,7 +206,7 @@ static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1)
     size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
     int big = c->s.batch * c->s.M * c->s.N * c->s.K >= (1 << 20), th;
     for (th = 2; th <= 3; th++) {
-        void *bufs[5];
+        void *bufs[6];
         KnParallel par;
         int calls = par_calls;
         par.parallel_for = counted_for;
@@ -190,14 +226,15 @@ static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1)
 }
 
 static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la,
-                     int lb, int bias, int act)
+                     int lb, int bias, int act, int epi)
 {
     Case c;
-    void *bufs[5];
+    void *bufs[6];
     char why[256];
     case_init(&c, dt, batch, M, N, K, la, lb, bias, act);
+    if (epi) case_epilogue(&c);
     if (avail_tcc && dt == GEMM_F32) {
-        char *src = render(&c.s, GEMM_SCALAR);
+        char *src = with_epilogue(&c, render(&c.s, GEMM_SCALAR));
         PortModule *m = src ? port_jit(PORT_TCC, src, NULL, why) : NULL;
         CHECK_MSG(m != NULL, "tcc: %s", src ? why : "render");
         if (m) {
@@ -213,7 +250,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
         free(src);
     }
     if (avail_cc) {
-        char *src = render(&c.s, GEMM_SIMD);
+        char *src = with_epilogue(&c, render(&c.s, GEMM_SIMD));
         PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
         CHECK_MSG(m != NULL, "cc: %s", src ? why : "render");
         if (m) {
@@ -247,7 +284,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
     }
     /* the scalar dialect compiled by cc too (for f64, which the tcc run above skips) */
     if (avail_cc && dt == GEMM_F64) {
-        char *src = render(&c.s, GEMM_SCALAR);
+        char *src = with_epilogue(&c, render(&c.s, GEMM_SCALAR));
         PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
         CHECK_MSG(m != NULL, "cc scalar: %s", src ? why : "render");
         if (m) {
@@ -267,7 +304,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
 
 static void test_render_api(void)
 {
-    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE};
+    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0};
     char small[16];
     size_t n = gemm_render(&s, GEMM_SIMD, NULL, 0);
     CHECK(n > 100);
@@ -304,9 +341,20 @@ int main(void)
         for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             for (j = 0; j < sizeof variants / sizeof variants[0]; j++)
                 run_case(tcc, cc, GEMM_F32, shapes[i].batch, shapes[i].M, shapes[i].N, shapes[i].K, variants[j][0],
-                         variants[j][1], variants[j][2], variants[j][3]);
-        run_case(tcc, cc, GEMM_F64, 1, 7, 13, 5, 0, 0, 1, GEMM_ACT_RELU);
-        run_case(tcc, cc, GEMM_F64, 2, 65, 33, 129, 1, 2, 1, GEMM_ACT_GELU_TANH);
+                         variants[j][1], variants[j][2], variants[j][3], 0);
+        run_case(tcc, cc, GEMM_F64, 1, 7, 13, 5, 0, 0, 1, GEMM_ACT_RELU, 0);
+        run_case(tcc, cc, GEMM_F64, 2, 65, 33, 129, 1, 2, 1, GEMM_ACT_GELU_TANH, 0);
+        /* an epilogue on every tile: edge tiles, batches, K blocks, threads */
+        for (i = 1; i < sizeof shapes / sizeof shapes[0]; i++)
+            run_case(tcc, cc, GEMM_F32, shapes[i].batch, shapes[i].M, shapes[i].N, shapes[i].K, 0, 1, 1,
+                     GEMM_ACT_RELU, 1);
+        run_case(tcc, cc, GEMM_F64, 2, 65, 33, 129, 1, 2, 0, GEMM_ACT_NONE, 1);
+        /* other cache blocks (what max-autotune tries): more K and M blocks, uneven ones */
+        g_kc = 64, g_mc = 18;
+        run_case(tcc, cc, GEMM_F32, 2, 33, 70, 300, 0, 1, 1, GEMM_ACT_GELU_TANH, 1);
+        g_kc = 100, g_mc = 7;
+        run_case(tcc, cc, GEMM_F32, 1, 128, 128, 128, 2, 0, 0, GEMM_ACT_NONE, 0);
+        g_kc = g_mc = 0;
         if (cc) printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split\n",
                        isa_runs[0], isa_runs[1], isa_runs[2], par_runs);
     }

@@ -173,72 +173,73 @@ int main(void)
            "      b0[s0*4+s1] = exp(add(b1[s0+s1*8], cast.f32(b2[0])))\n");
     ctx->trace = graph_new(ctx);
     lower_opt(ctx, kn_softmax(ctx, x, 1), &o,
-           "kernel k2_reduce_max(out b0 f32[4], in b1 f32[32])\n"
+           "kernel k8_div(out b0 f32[32], in b1 f32[32])\n"
            "  for s0 in 4\n"
            "    acc a0 f32 max\n"
            "    for s1 in 8\n"
            "      a0 max= b1[s0*8+s1]\n"
-           "    b0[s0] = a0\n"
-           "kernel k5_exp(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
-           "  for s0 in 4\n"
-           "    for s1 in 8\n"
-           "      b0[s0*8+s1] = exp(sub(b1[s0*8+s1], b2[s0]))\n"
-           "kernel k6_sum(out b0 f32[4], in b1 f32[32])\n"
-           "  for s0 in 4\n"
-           "    acc a0 f32 sum\n"
-           "    for s1 in 8\n"
-           "      a0 += b1[s0*8+s1]\n"
-           "    b0[s0] = a0\n"
-           "kernel k8_div(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
-           "  for s0 in 4\n"
-           "    for s1 in 8\n"
-           "      b0[s0*8+s1] = div(b1[s0*8+s1], b2[s0])\n",
-           "kernel k2_reduce_max(out b0 f32[4], in b1 f32[32])\n"
+           "    acc a1 f32 sum\n"
+           "    for s2 in 8\n"
+           "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
+           "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+           "    for s3 in 8\n"
+           "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n",
+           "kernel k8_div(out b0 f32[32], in b1 f32[32])\n"
            "  for s0 in 4\n"
            "    acc a0 f32 max\n"
-           "    for s1 in 8\n"
+           "    for s1 in 8 vector(8)\n"
            "      a0 max= b1[s0*8+s1]\n"
-           "    b0[s0] = a0\n"
-           "kernel k5_exp(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
-           "  for s0 in 4\n"
-           "    for s1 in 8 vector(8)\n"
-           "      b0[s0*8+s1] = exp(sub(b1[s0*8+s1], b2[s0]))\n"
-           "kernel k6_sum(out b0 f32[4], in b1 f32[32])\n"
-           "  for s0 in 4\n"
-           "    acc a0 f32 sum\n"
-           "    for s1 in 8\n"
-           "      a0 += b1[s0*8+s1]\n"
-           "    b0[s0] = a0\n"
-           "kernel k8_div(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
-           "  for s0 in 4\n"
-           "    for s1 in 8 vector(8)\n"
-           "      b0[s0*8+s1] = div(b1[s0*8+s1], b2[s0])\n");
+           "    acc a1 f32 sum\n"
+           "    for s2 in 8 vector(8)\n"
+           "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
+           "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+           "    for s3 in 8 vector(8)\n"
+           "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n");
+    /* the same rows, big enough for threads: the row loop is parallel */
+    int64_t s256[2] = {256, 256};
+    kn_tensor *xs = kn_randn(ctx, KN_F32, 2, s256);
+    ctx->trace = graph_new(ctx);
+    lower_opt(ctx, kn_softmax(ctx, xs, 1), &o,
+           "kernel k8_div(out b0 f32[65536], in b1 f32[65536])\n"
+           "  for s0 in 256\n"
+           "    acc a0 f32 max\n"
+           "    for s1 in 256\n"
+           "      a0 max= b1[s0*256+s1]\n"
+           "    acc a1 f32 sum\n"
+           "    for s2 in 256\n"
+           "      b0[s0*256+s2] = exp(sub(b1[s0*256+s2], a0))\n"
+           "      a1 += exp(sub(b1[s0*256+s2], a0))\n"
+           "    for s3 in 256\n"
+           "      b0[s0*256+s3] = mul(b0[s0*256+s3], recip(a1))\n",
+           "kernel k8_div(out b0 f32[65536], in b1 f32[65536])\n"
+           "  for s0 in 256 parallel\n"
+           "    acc a0 f32 max\n"
+           "    for s1 in 256 vector(8)\n"
+           "      a0 max= b1[s0*256+s1]\n"
+           "    acc a1 f32 sum\n"
+           "    for s2 in 256 vector(8)\n"
+           "      b0[s0*256+s2] = exp(sub(b1[s0*256+s2], a0))\n"
+           "      a1 += exp(sub(b1[s0*256+s2], a0))\n"
+           "    for s3 in 256 vector(8)\n"
+           "      b0[s0*256+s3] = mul(b0[s0*256+s3], recip(a1))\n");
     ctx->trace = graph_new(ctx);
     lower_opt(ctx, kn_relu(ctx, kn_linear(ctx, x, w, b)), &o,
-           "kernel k4_dot(out b0 f32[16], in b1 f32[32], in b2 f32[32])\n"
+           "kernel k15_where(out b0 f32[16], in b1 f32[32], in b2 f32[32], in b3 f32[4])\n"
            "  for s0 in 4\n"
            "    for s1 in 4\n"
            "      acc a0 f32 sum\n"
            "      for s2 in 8\n"
            "        a0 += mul(b1[s0*8+s2], b2[s1*8+s2])\n"
-           "      b0[s0*4+s1] = a0\n"
-           "kernel k15_where(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"
-           "  for s0 in 4\n"
-           "    for s1 in 4\n"
-           "      b0[s0*4+s1] = where(cmplt(0, add(b1[s0*4+s1], b2[s1%4])), add(b1[s0*4+s1], b2[s1%4]), "
-           "where(cmpeq(add(b1[s0*4+s1], b2[s1%4]), add(b1[s0*4+s1], b2[s1%4])), 0, add(b1[s0*4+s1], b2[s1%4])))\n",
-           "kernel k4_dot(out b0 f32[16], in b1 f32[32], in b2 f32[32])\n"
+           "      b0[s0*4+s1] = where(cmplt(0, add(a0, b3[s1%4])), add(a0, b3[s1%4]), "
+           "where(cmpeq(add(a0, b3[s1%4]), add(a0, b3[s1%4])), 0, add(a0, b3[s1%4])))\n",
+           "kernel k15_where(out b0 f32[16], in b1 f32[32], in b2 f32[32], in b3 f32[4])\n"
            "  for s0 in 4\n"
            "    for s1 in 4\n"
            "      acc a0 f32 sum\n"
-           "      for s2 in 8\n"
+           "      for s2 in 8 vector(8)\n"
            "        a0 += mul(b1[s0*8+s2], b2[s1*8+s2])\n"
-           "      b0[s0*4+s1] = a0\n"
-           "kernel k15_where(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"
-           "  for s0 in 4\n"
-           "    for s1 in 4\n"
-           "      b0[s0*4+s1] = where(cmplt(0, add(b1[s0*4+s1], b2[s1])), add(b1[s0*4+s1], b2[s1]), "
-           "where(cmpeq(add(b1[s0*4+s1], b2[s1]), add(b1[s0*4+s1], b2[s1])), 0, add(b1[s0*4+s1], b2[s1])))\n");
+           "      b0[s0*4+s1] = where(cmplt(0, add(a0, b3[s1])), add(a0, b3[s1]), "
+           "where(cmpeq(add(a0, b3[s1]), add(a0, b3[s1])), 0, add(a0, b3[s1])))\n");
     /* contiguous pointwise: one flat loop, vector when small, parallel when big */
     ctx->trace = graph_new(ctx);
     lower_opt(ctx, kn_exp(ctx, kn_add(ctx, x, w)), &o,
@@ -316,7 +317,7 @@ int main(void)
            "  for s0 in 256\n"
            "    for s1 in 256 vector(8)\n"
            "      b0[s0*255+s1] = b1[s0*256+s1]\n");
-    /* an accumulator declared outside: serial; a reduction loop: not vector */
+    /* an accumulator declared outside: serial; a reduction loop: vector (lanes) */
     hand(ctx,
          "kernel k(out b0 f32[1], in b1 f32[65536])\n"
          "  acc a0 f32 sum\n"
@@ -326,7 +327,7 @@ int main(void)
          &o,
            "kernel k(out b0 f32[1], in b1 f32[65536])\n"
            "  acc a0 f32 sum\n"
-           "  for s0 in 65536\n"
+           "  for s0 in 65536 vector(8)\n"
            "    a0 += b1[s0]\n"
            "  b0[0] = a0\n");
     /* rows of a reduction: parallel over s0 */
@@ -341,9 +342,24 @@ int main(void)
            "kernel k(out b0 f32[1024], in b1 f32[65536])\n"
            "  for s0 in 1024 parallel\n"
            "    acc a0 f32 max\n"
-           "    for s1 in 64\n"
+           "    for s1 in 64 vector(8)\n"
            "      a0 max= b1[s0*64+s1]\n"
            "    b0[s0] = a0\n");
+    /* a loop that reads an accumulator declared outside it: not parallel */
+    hand(ctx,
+         "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
+         "  acc a0 f32 sum\n"
+         "  for s0 in 65536\n"
+         "    a0 += b1[s0]\n"
+         "  for s1 in 65536\n"
+         "    b0[s1] = div(b1[s1], a0)\n",
+         &o,
+           "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
+           "  acc a0 f32 sum\n"
+           "  for s0 in 65536 vector(8)\n"
+           "    a0 += b1[s0]\n"
+           "  for s1 in 65536 vector(8)\n"
+           "    b0[s1] = div(b1[s1], a0)\n");
     /* strided loads, and a loop that reads what it writes: not vector */
     hand(ctx,
          "kernel k(out b0 f32[64], in b1 f32[128], tmp b2 f32[64])\n"

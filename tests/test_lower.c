@@ -1,7 +1,8 @@
 /*
  * test_lower.c — lowering scheduled kernels to loop IR: golden dumps for a
- * pointwise chain, softmax, matmul+bias+gelu (the transposed weight is index
- * arithmetic) and conv2d, each verified.
+ * pointwise chain, softmax, layer_norm (reductions fused into the row
+ * kernel), matmul+bias+relu (the transposed weight is index arithmetic) and
+ * conv2d, each verified.
  */
 #include "test.h"
 #include "../src/core.h"
@@ -47,7 +48,6 @@ int main(void)
     int64_t s48[2] = {4, 8}, s8 = 8, s4 = 4;
     kn_tensor *x = kn_randn(ctx, KN_F32, 2, s48), *w = kn_randn(ctx, KN_F32, 2, s48);
     kn_tensor *b = kn_randn(ctx, KN_F32, 1, &s4);
-    (void)s8;
 
     ctx->trace = graph_new(ctx);
     golden(ctx, kn_exp(ctx, kn_add(ctx, kn_transpose(ctx, x, 0, 1), kn_scalar(ctx, 1.0))),
@@ -57,44 +57,62 @@ int main(void)
            "      b0[s0*4+s1] = exp(add(b1[s0+s1*8], cast.f32(b2[0])))\n");
 
     ctx->trace = graph_new(ctx);
-    golden(ctx, kn_softmax(ctx, x, 1),
-           "kernel k2_reduce_max(out b0 f32[4], in b1 f32[32])\n"
+    golden(ctx, kn_softmax(ctx, x, 1), /* one kernel: the max of each row, the sum of exp (kept in the output), the row */
+           "kernel k8_div(out b0 f32[32], in b1 f32[32])\n"
            "  for s0 in 4\n"
            "    acc a0 f32 max\n"
            "    for s1 in 8\n"
            "      a0 max= b1[s0*8+s1]\n"
-           "    b0[s0] = a0\n"
-           "kernel k5_exp(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
-           "  for s0 in 4\n"
-           "    for s1 in 8\n"
-           "      b0[s0*8+s1] = exp(sub(b1[s0*8+s1], b2[s0]))\n"
-           "kernel k6_sum(out b0 f32[4], in b1 f32[32])\n"
+           "    acc a1 f32 sum\n"
+           "    for s2 in 8\n"
+           "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
+           "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+           "    for s3 in 8\n"
+           "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n");
+
+    /* layer_norm with weight and bias: mean, then the variance of the
+     * centred row, then the row; (4, 1, 8) has a unit dim, which gets no loop */
+    int64_t s418[3] = {4, 1, 8};
+    kn_tensor *x3 = kn_randn(ctx, KN_F32, 3, s418), *g8 = kn_randn(ctx, KN_F32, 1, &s8);
+    ctx->trace = graph_new(ctx);
+    golden(ctx, kn_layer_norm(ctx, x3, 1, &s8, g8, g8, 1e-5),
+           "kernel k24_add(out b0 f32[32], in b1 f32[32], in b2 f32[8])\n"
            "  for s0 in 4\n"
            "    acc a0 f32 sum\n"
            "    for s1 in 8\n"
            "      a0 += b1[s0*8+s1]\n"
-           "    b0[s0] = a0\n"
-           "kernel k8_div(out b0 f32[32], in b1 f32[32], in b2 f32[4])\n"
-           "  for s0 in 4\n"
-           "    for s1 in 8\n"
-           "      b0[s0*8+s1] = div(b1[s0*8+s1], b2[s0])\n");
+           "    acc a1 f32 sum\n"
+           "    for s2 in 8\n"
+           "      a1 += mul(sub(b1[s0*8+s2], div(a0, 8)), sub(b1[s0*8+s2], div(a0, 8)))\n"
+           "    for s3 in 8\n"
+           "      b0[s0*8+s3] = add(mul(mul(sub(b1[s0*8+s3], div(a0, 8)), recip(sqrt(add(div(a1, 8), "
+           "9.999999747378752e-06)))), b2[s3%8]), b2[s3%8])\n");
 
     ctx->trace = graph_new(ctx);
-    golden(ctx, kn_relu(ctx, kn_linear(ctx, x, w, b)),
-           "kernel k4_dot(out b0 f32[16], in b1 f32[32], in b2 f32[32])\n"
+    golden(ctx, kn_relu(ctx, kn_linear(ctx, x, w, b)), /* one kernel: the dot and its epilogue */
+           "kernel k15_where(out b0 f32[16], in b1 f32[32], in b2 f32[32], in b3 f32[4])\n"
            "  for s0 in 4\n"
            "    for s1 in 4\n"
            "      acc a0 f32 sum\n"
            "      for s2 in 8\n"
            "        a0 += mul(b1[s0*8+s2], b2[s1*8+s2])\n" /* w transposed: index arithmetic */
-           "      b0[s0*4+s1] = a0\n"
            /* the bias through reshape (1, 4) and expand: s1%4 stays until index
             * simplification knows s1 < 4 */
-           "kernel k15_where(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"
+           "      b0[s0*4+s1] = where(cmplt(0, add(a0, b3[s1%4])), add(a0, b3[s1%4]), "
+           "where(cmpeq(add(a0, b3[s1%4]), add(a0, b3[s1%4])), 0, add(a0, b3[s1%4])))\n");
+
+    /* matmul + bias + gelu (tanh): one kernel, the gelu an epilogue of the dot's accumulator */
+    ctx->trace = graph_new(ctx);
+    golden(ctx, kn_gelu(ctx, kn_add(ctx, kn_matmul(ctx, x, kn_transpose(ctx, w, 0, 1)), b), 1),
+           "kernel k29_mul(out b0 f32[16], in b1 f32[32], in b2 f32[32], in b3 f32[4])\n"
            "  for s0 in 4\n"
            "    for s1 in 4\n"
-           "      b0[s0*4+s1] = where(cmplt(0, add(b1[s0*4+s1], b2[s1%4])), add(b1[s0*4+s1], b2[s1%4]), "
-           "where(cmpeq(add(b1[s0*4+s1], b2[s1%4]), add(b1[s0*4+s1], b2[s1%4])), 0, add(b1[s0*4+s1], b2[s1%4])))\n");
+           "      acc a0 f32 sum\n"
+           "      for s2 in 8\n"
+           "        a0 += mul(b1[s0*8+s2], b2[s1*8+s2])\n"
+           "      b0[s0*4+s1] = mul(mul(add(a0, b3[s1%4]), 0.5), add(tanh(mul(add(add(a0, b3[s1%4]), "
+           "mul(mul(mul(add(a0, b3[s1%4]), add(a0, b3[s1%4])), add(a0, b3[s1%4])), 0.044714998453855515)), "
+           "0.7978845834732056)), 1))\n");
 
     /* conv2d: the window slices and padding are index arithmetic feeding a dot */
     int64_t sx[4] = {1, 2, 5, 5}, sw[4] = {3, 2, 3, 3};

@@ -39,8 +39,10 @@
 #include "test.h"
 #include "../port/port.h"
 #include "../src/core.h"
+#include "../src/loopopt.h"
 #include "../src/lower.h"
 #include "../src/partition.h"
+#include "../targets/c/gemm.h"
 #include "../targets/c/render.h"
 
 #ifndef __wasi__
@@ -243,13 +245,17 @@ static void dump(const char *name, const char *src)
 
 typedef void (*KernelFn)(void **);
 
-/* Runs every kernel compiled by how, in order, and compares. */
-static void run_with(int how, Outs *o, const Graph *g, const Schedule *s, Lowered *lk, int nk, const char *src,
-                     kn_tensor **vals)
+/* Runs every kernel compiled by how, in order, and compares. isa: the
+ * unit is the SIMD dialect for it (the kernels through loopopt, outer loops
+ * parallel wherever allowed): each kernel runs on one thread, then again on
+ * the thread pool, which must give the same bytes. */
+static void run_with(int how, const CIsa *isa, Outs *o, const Graph *g, const Schedule *s, Lowered *lk, int nk,
+                     const char *src, kn_tensor **vals)
 {
-    char why[256] = "", what[160];
-    const char *cc = how == PORT_TCC ? "tcc" : "cc";
-    PortModule *m = port_jit(how, src, NULL, why);
+    char why[256] = "", what[160], flags[160];
+    const char *cc = how == PORT_TCC ? "tcc" : isa ? isa->name : "cc";
+    if (isa) snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", isa->flags);
+    PortModule *m = port_jit(how, src, isa ? flags : NULL, why);
     if (!EXPECT(m != NULL, "%s: %s: %s", o->name, cc, why)) return;
     Buf *bufs = calloc(g->n, sizeof *bufs);
     int ok = bufs != NULL;
@@ -275,7 +281,7 @@ static void run_with(int how, Outs *o, const Graph *g, const Schedule *s, Lowere
             break;
         }
         if (!lk[i].interp) { /* gather, scatter_add: the interpreter's value only */
-            void *b[64], *p = port_jit_sym(m, lk[i].k.name);
+            void *b[65], *p = port_jit_sym(m, lk[i].k.name);
             KernelFn fn = NULL;
             if (p) memcpy(&fn, &p, sizeof p);
             if (!EXPECT(fn && lk[i].k.nbufs <= 64, "%s: %s: no symbol %s", o->name, cc, lk[i].k.name)) {
@@ -283,7 +289,18 @@ static void run_with(int how, Outs *o, const Graph *g, const Schedule *s, Lowere
                 break;
             }
             for (int j = 0; j < lk[i].k.nbufs; j++) b[j] = bufs[lk[i].k.bufs[j].node].p;
+            b[lk[i].k.nbufs] = NULL;
             fn(b);
+            if (isa) { /* again on 4 threads' worth of chunks: the same bytes */
+                KnParallel par = {port_parallel_for, 4};
+                void *one = malloc(bytes ? bytes : 1);
+                if (one) memcpy(one, bufs[v].p, bytes);
+                b[lk[i].k.nbufs] = &par;
+                fn(b);
+                snprintf(what, sizeof what, "%s/%s/%s threads", o->name, cc, lk[i].k.name);
+                EXPECT(one && memcmp(one, bufs[v].p, bytes) == 0, "%s: not the one-thread bytes", what);
+                free(one);
+            }
             int exact = 0;
             for (int j = 0; j < o->n; j++) exact |= o->node[j] == v && o->exact[j];
             snprintf(what, sizeof what, "%s/%s/%s", o->name, cc, lk[i].k.name);
@@ -349,8 +366,21 @@ static void finish(Outs *o)
         ok = EXPECT(graph_run(ctx, g, prog, (int)g->n - 1, vals) == KN_OK, "%s: graph_run: %s", o->name,
                        kn_last_error(ctx));
     }
-    if (ok) run_with(PORT_TCC, o, g, &s, lk, nk, src, vals);
-    if (ok) run_with(PORT_CC, o, g, &s, lk, nk, src, vals);
+    if (ok) run_with(PORT_TCC, NULL, o, g, &s, lk, nk, src, vals);
+    if (ok) run_with(PORT_CC, NULL, o, g, &s, lk, nk, src, vals);
+    /* the SIMD dialect of the loop-optimised kernels: parallel wherever
+     * allowed, vector loops of width 4 (so 7 and 13 leave tails) */
+    LoopOptions lo = {1, 4, 0};
+    for (int i = 0; ok && i < nk; i++)
+        if (!lk[i].interp) ok = EXPECT(loopopt_run(ctx, &lk[i].k, &lo) == 0 && ir_verify(ctx, &lk[i].k) == 0, "%s: %s",
+                                       o->name, kn_last_error(ctx));
+    if (ok) {
+        free(src);
+        size_t len = c_render_isa(cp, nc, c_isa_host(), NULL, 0);
+        src = malloc(len + 1);
+        ok = src && CHECK(c_render_isa(cp, nc, c_isa_host(), src, len + 1) == len && strlen(src) == len);
+    }
+    if (ok && port_jit_available(PORT_CC)) run_with(PORT_CC, c_isa_host(), o, g, &s, lk, nk, src, vals);
     kn_clear_error(ctx);
     free(src);
     free(kp);
@@ -585,7 +615,7 @@ static void test_rand(kn_ctx *ctx)
     KernelFn fn = NULL;
     if (p) memcpy(&fn, &p, sizeof p);
     if (EXPECT(fn != NULL, "%s", why)) {
-        void *b[1] = {got};
+        void *b[2] = {got, NULL};
         fn(b);
         CHECK(memcmp(got, want, sizeof got) == 0);
     }
@@ -625,8 +655,9 @@ static void test_composites(kn_ctx *ctx, kn_dtype dt)
 
 /* ---- hand-written IR ---- */
 
-/* Parses text, renders it, compiles with how, runs it on bufs. */
-static int run_ir(int how, const char *text, void **bufs)
+/* Parses text, renders it (in the SIMD dialect for isa, if not NULL),
+ * compiles with how, runs it on bufs. */
+static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
     Arena a;
@@ -639,10 +670,11 @@ static int run_ir(int how, const char *text, void **bufs)
     int ok = EXPECT(ir_parse(&k, text, why, sizeof why) == 0 && ir_verify(ctx, &k) == 0, "%s %s", why,
                        kn_last_error(ctx));
     const Kernel *kp = &k;
-    size_t len = ok ? c_render(&kp, 1, NULL, 0) : 0;
-    char *src = ok ? malloc(len + 1) : NULL;
-    if (src) c_render(&kp, 1, src, len + 1);
-    PortModule *m = src ? port_jit(how, src, NULL, why) : NULL;
+    size_t len = ok ? c_render_isa(&kp, 1, isa, NULL, 0) : 0;
+    char *src = ok ? malloc(len + 1) : NULL, flags[160];
+    if (src) c_render_isa(&kp, 1, isa, src, len + 1);
+    if (isa) snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", isa->flags);
+    PortModule *m = src ? port_jit(how, src, isa ? flags : NULL, why) : NULL;
     void *p = m ? port_jit_sym(m, k.name) : NULL;
     KernelFn fn = NULL;
     if (p) memcpy(&fn, &p, sizeof p);
@@ -655,6 +687,8 @@ static int run_ir(int how, const char *text, void **bufs)
     kn_ctx_free(ctx);
     return ok;
 }
+
+static int run_ir(int how, const char *text, void **bufs) { return run_ir_isa(how, NULL, text, bufs); }
 
 /* The prelude's f32 exp, log, tanh and erf over 2^20 bit patterns spread
  * over all of f32 (every 4096th, jittered) and the special values: at most
@@ -670,7 +704,7 @@ static double ulp_err(float got, double want)
     return fabs((double)got - want) / ldexp(1, e - 24 < -149 ? -149 : e - 24);
 }
 
-static void test_math(int how)
+static void test_math(int how, const CIsa *isa)
 {
     static const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 0x1p-149f, -0x1p-149f, 0x1p-126f,
                                0x1.fffffep127f, -0x1.fffffep127f, 1, -1, 0.625f, -0.625f, 4, -4, 0x1.62e42ep6f,
@@ -694,7 +728,7 @@ static void test_math(int how)
              NP, NP, NP, NP, NP, NP);
     void *bufs[5];
     for (int j = 0; j < 5; j++) bufs[j] = x + (size_t)j * NP;
-    if (run_ir(how, text, bufs))
+    if (run_ir_isa(how, isa, text, bufs))
         for (int j = 0; j < 4; j++) {
             double worst = 0;
             float at = 0;
@@ -703,7 +737,8 @@ static void test_math(int how)
                 double u = ulp_err(x[(size_t)(j + 1) * NP + i], want);
                 if (!(u <= worst)) worst = u, at = x[i];
             }
-            EXPECT(worst <= 3, "%s %s: %g ulp at %a", how == PORT_TCC ? "tcc" : "cc", fns[j], worst, at);
+            EXPECT(worst <= 3, "%s %s: %g ulp at %a", how == PORT_TCC ? "tcc" : isa ? isa->name : "cc", fns[j], worst,
+                   at);
         }
     free(x);
 }
@@ -762,7 +797,7 @@ static void test_loops(int how)
                        "        a1 += b1[s5]\n"
                        "      b3[s4] = where(cmplt(idx(s4), 5:i64), mul(b1[s4+1], b1[s4+1]), -1)\n";
     float b0[24], b1[6] = {1, 2, 3, 4, 5, 6}, b3[6];
-    void *bufs[4] = {b0, b1, NULL, b3};
+    void *bufs[5] = {b0, b1, NULL, b3, NULL};
     Buf g;
     /* b1 against a guard page: b1[6] would fault */
     if (!CHECK(buf_alloc(&g, sizeof b1, 1))) return;
@@ -775,6 +810,64 @@ static void test_loops(int how)
         CHECK(ok);
     }
     buf_free(&g);
+}
+
+/* Threads and lanes: a parallel loop of rows whose vector loop updates
+ * max, sum and integer sum accumulators (lanes in the SIMD dialect; 37 is
+ * 4 lanes of 8 and a tail of 5), and a flat parallel loop (chunks start at
+ * multiples of 16); each on one thread and on the pool: the same bytes.
+ * Max and integer sums equal the serial ones exactly, NaN included; float
+ * sums within rounding of a double sum. */
+static void test_threads(int how, const CIsa *isa)
+{
+    enum { R = 37, C = 37, F = 1000 };
+    const char *rows = "kernel rows(out b0 f32[37], out b1 f32[37], in b2 f32[1369], out b3 i64[37])\n"
+                       "  for s0 in 37 parallel\n"
+                       "    acc a0 f32 max\n"
+                       "    acc a1 f32 sum\n"
+                       "    acc a2 i64 sum\n"
+                       "    for s1 in 37 vector(8)\n"
+                       "      a0 max= b2[s0*37+s1]\n"
+                       "      a1 += b2[s0*37+s1]\n"
+                       "      a2 += cast.i64(mul(b2[s0*37+s1], 100))\n"
+                       "    b0[s0] = a0\n"
+                       "    b1[s0] = a1\n"
+                       "    b3[s0] = a2\n";
+    const char *flat = "kernel flat(out b0 f32[1000], in b1 f32[1000])\n"
+                       "  for s0 in 1000 parallel\n"
+                       "    b0[s0] = exp(mul(b1[s0], 0.01))\n";
+    static float x[R * C], mx[2][R], sum[2][R], fx[F], fy[2][F];
+    static int64_t isum[2][R];
+    const char *name = how == PORT_TCC ? "tcc" : isa ? isa->name : "cc";
+    for (int i = 0; i < R * C; i++) x[i] = (float)uniform(-3, 3);
+    for (int i = 0; i < F; i++) fx[i] = (float)(i - 500);
+    x[5 * C + 36] = NAN, x[9 * C + 2] = NAN; /* a NaN in a tail and in a lane */
+    KnParallel par = {port_parallel_for, 4};
+    for (int t = 0; t < 2; t++) {
+        void *b[5] = {mx[t], sum[t], x, isum[t], t ? &par : NULL}, *bf[3] = {fy[t], fx, t ? &par : NULL};
+        if (!run_ir_isa(how, isa, rows, b) || !run_ir_isa(how, isa, flat, bf)) return;
+    }
+    EXPECT(!memcmp(mx[0], mx[1], sizeof mx[0]) && !memcmp(sum[0], sum[1], sizeof sum[0]) &&
+               !memcmp(isum[0], isum[1], sizeof isum[0]) && !memcmp(fy[0], fy[1], sizeof fy[0]),
+           "%s: threads change the bytes", name);
+    for (int r = 0; r < R; r++) {
+        double m = -INFINITY, s = 0;
+        int64_t si = 0;
+        for (int c = 0; c < C; c++) {
+            float v = x[r * C + c];
+            m = v != v || m != m ? NAN : v > m ? v : m;
+            s += v;
+            si += v == v ? (int64_t)(v * 100.0f) : 0;
+        }
+        EXPECT(m == mx[0][r] || (m != m && mx[0][r] != mx[0][r]), "%s: max of row %d: %g, want %g", name, r,
+               mx[0][r], m);
+        EXPECT(s != s ? sum[0][r] != sum[0][r] : fabs(sum[0][r] - s) <= 1e-5 * 37 * 3, "%s: sum of row %d: %g, want %g",
+               name, r, sum[0][r], s);
+        EXPECT(m != m || isum[0][r] == si, "%s: integer sum of row %d: %lld, want %lld", name, r,
+               (long long)isum[0][r], (long long)si);
+    }
+    for (int i = 0; i < F; i++)
+        if (!EXPECT(test_close(fy[0][i], exp(fx[i] * 0.01), 1e-6, 0), "%s: exp at %d", name, i)) break;
 }
 
 /* snprintf contract, and text that does not depend on cap. */
@@ -818,7 +911,13 @@ int main(void)
     EXPECT(port_jit_available(PORT_CC), "PORT_CC is not available");
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_text();
-    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_loops(how), test_math(how);
+    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_loops(how), test_math(how, NULL);
+    test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
+    test_threads(PORT_TCC, NULL);
+    test_threads(PORT_CC, NULL);
+    test_threads(PORT_TCC, c_isa_host()); /* the SIMD dialect is C that TinyCC compiles too */
+    for (const CIsa *i = c_isas; i->name; i++)
+        if (!strcmp(i->name, c_isa_host()->name) || !strcmp(i->name, "sse2")) test_threads(PORT_CC, i);
     for (int d = 0; d < KN_NDTYPES; d++) test_elementwise(ctx, (kn_dtype)d);
     test_casts(ctx);
     for (int d = 0; d < KN_NDTYPES; d++)

@@ -38,9 +38,16 @@ int main(void)
     check_schedule(ctx, &y->node, 1, "%8 mul <- %2 permute %3 exp %5 cast %6 reshape %7 expand\n");
     end(ctx);
 
-    /* softmax: the exp that two kernels read is computed once */
+    /* softmax: one kernel; max and sum are row accumulators of the output's kernel */
     begin(ctx);
     y = kn_softmax(ctx, x, 1);
+    check_schedule(ctx, &y->node, 1, "%8 div <- %2 reduce_max(row) %3 expand %4 sub %5 exp %6 sum(row) %7 expand\n");
+    end(ctx);
+
+    /* softmax over the first dim: rows are not contiguous, so max and sum
+     * are kernels of their own, and the exp both read is computed once */
+    begin(ctx);
+    y = kn_softmax(ctx, x, 0);
     check_schedule(ctx, &y->node, 1,
                    "%2 reduce_max <-\n"
                    "%5 exp <- %3 expand %4 sub\n"
@@ -48,7 +55,28 @@ int main(void)
                    "%8 div <- %7 expand\n");
     end(ctx);
 
-    /* linear + relu: the transposed weight is index arithmetic; relu fuses after the dot */
+    /* layer_norm: mean and variance in the output's kernel */
+    begin(ctx);
+    int64_t d8 = 8;
+    y = kn_layer_norm(ctx, x, 1, &d8, NULL, NULL, 1e-5);
+    check_schedule(ctx, &y->node, 1,
+                   "%19 mul <- %2 sum(row) %3 full %4 reshape %5 expand %6 div %7 expand %8 sub %9 mul %10 sum(row) "
+                   "%11 div %12 full %13 reshape %14 expand %15 add %16 sqrt %17 recip %18 expand\n");
+    end(ctx);
+
+    /* a row reduction read by two kernels is a kernel of its own */
+    begin(ctx);
+    {
+        int one = 1;
+        kn_tensor *m = kn_amax(ctx, x, &one, 1, 1);
+        kn_tensor *o2[2] = {kn_sub(ctx, x, m), kn_add(ctx, x, m)};
+        uint32_t on[2] = {o2[0]->node, o2[1]->node};
+        check_schedule(ctx, on, 2, "%2 reduce_max <-\n%4 sub <- %3 expand\n%5 add <- %3 expand\n");
+    }
+    end(ctx);
+
+    /* linear + relu: the transposed weight is index arithmetic; the dot
+     * fuses into the relu's kernel (its epilogue) */
     begin(ctx);
     y = kn_relu(ctx, kn_linear(ctx, x, w, NULL));
     kn_tensor *z = kn_tanh(ctx, kn_add(ctx, x, x)); /* two outputs, cheap shared add fused twice */
@@ -59,11 +87,30 @@ int main(void)
     CHECK(sched_build(ctx, ctx->trace, outs, 2, &a, &s) == 0);
     int dots = 0, perm_kernels = 0;
     for (int k = 0; k < s.nkernels; k++) {
-        dots += ctx->trace->nodes[s.kernels[k]].op == OP_DOT;
+        dots += s.dot[s.kernels[k]] != 0;
         perm_kernels += ctx->trace->nodes[s.kernels[k]].op == OP_PERMUTE;
     }
-    CHECK(dots == 1 && perm_kernels == 0 && s.nkernels == 3);
+    CHECK(dots == 1 && perm_kernels == 0 && s.nkernels == 2);
     arena_free(&a);
+    end(ctx);
+
+    /* linear + bias + gelu (tanh): one kernel; a dot two kernels read stays a kernel of its own */
+    begin(ctx);
+    int64_t s4 = 4;
+    kn_tensor *b4 = kn_randn(ctx, KN_F32, 1, &s4);
+    y = kn_gelu(ctx, kn_linear(ctx, x, w, b4), 1);
+    Schedule s2;
+    Arena a2;
+    arena_init(&a2, ctx);
+    CHECK(sched_build(ctx, ctx->trace, &y->node, 1, &a2, &s2) == 0 && s2.nkernels == 1 && s2.dot[y->node] != 0);
+    arena_free(&a2);
+    kn_tensor *d = kn_matmul(ctx, x, kn_transpose(ctx, w, 0, 1));
+    kn_tensor *o3[2] = {kn_exp(ctx, d), kn_neg(ctx, d)};
+    uint32_t on3[2] = {o3[0]->node, o3[1]->node};
+    arena_init(&a2, ctx);
+    CHECK(sched_build(ctx, ctx->trace, on3, 2, &a2, &s2) == 0 && s2.nkernels == 3 && !s2.dot[o3[0]->node] &&
+          s2.materialised[d->node]);
+    arena_free(&a2);
     end(ctx);
 
     kn_ctx_free(ctx);

@@ -1,9 +1,12 @@
 /*
  * c.c — the C target's two compile-and-load paths as Target structs: "c"
  * (the system compiler, through port_jit's content-hash cache) and "tcc"
- * (libtcc in the process). Both render the same C text (render.c) and run
- * a kernel as a call fn(bufs).
+ * (libtcc in the process). "c" renders the SIMD dialect for the
+ * instruction set CPU detection finds, "tcc" the scalar one (render.c);
+ * both run a kernel as a call fn(bufs), bufs ending with the thread pool.
  */
+#include <stdio.h>
+
 #include "../../port/port.h"
 #include "../../src/target.h"
 #include "gemm.h"
@@ -13,19 +16,21 @@ static int cc_available(void) { return port_jit_available(PORT_CC); }
 static int tcc_available(void) { return port_jit_available(PORT_TCC); }
 
 /* The system compiler builds code for the machine it runs on, so the ISA
- * comes from run-time CPU detection (never -march=native in the library's
- * own build). FP contraction stays off: results match the scalar dialect. */
-static const char *cc_flags(void)
+ * (the SIMD dialect's macro header and cc's flags) comes from run-time CPU
+ * detection, never from -march=native in the library's own build. FP
+ * contraction stays off: pointwise results match the scalar dialect's bit
+ * for bit. */
+static size_t cc_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
 {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return "-O3 -ffp-contract=off -mavx512f -mavx512vl -mavx2 -mfma -mprefer-vector-width=512";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "-O3 -ffp-contract=off -mavx2 -mfma";
-#endif
-    return "-O3 -ffp-contract=off";
+    return c_render_isa(ks, nk, c_isa_host(), buf, cap);
 }
 
-static void *cc_load(const char *src, char *why) { return port_jit(PORT_CC, src, cc_flags(), why); }
+static void *cc_load(const char *src, char *why)
+{
+    char flags[160];
+    snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", c_isa_host()->flags);
+    return port_jit(PORT_CC, src, flags, why);
+}
 static void *tcc_load(const char *src, char *why) { return port_jit(PORT_TCC, src, "", why); }
 
 static void *sym(void *module, const char *name) { return port_jit_sym(module, name); }
@@ -46,7 +51,7 @@ static void run(void *fn, void **bufs, const Kernel *k)
 }
 
 const Target kn_target_c = {
-    .name = "c", .available = cc_available, .render = c_render,
+    .name = "c", .available = cc_available, .render = cc_render,
     .load = cc_load, .sym = sym, .unload = unload, .run = run, .render_dot = cc_dot,
 };
 

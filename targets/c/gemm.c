@@ -69,6 +69,7 @@ static void put_head(Out *o, const GemmSpec *s, const char *dialect)
         s->act == GEMM_ACT_RELU ? ", relu" : s->act == GEMM_ACT_GELU_TANH ? ", gelu_tanh" : "");
     put(o, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n");
     put(o, "typedef %s T;\n", s->dtype == GEMM_F32 ? "float" : "double");
+    if (s->epilogue) put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
 }
 
 /* ---- scalar dialect ---- */
@@ -80,6 +81,7 @@ static void render_scalar(Out *o, const GemmSpec *s)
     put_head(o, s, "scalar");
     put(o, "void %s(void **b)\n{\n", s->name);
     put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1];\n    const T *B = (const T *)b[2];\n");
+    if (s->epilogue) put(o, "    void **eb = (void **)b[5];\n");
     if (s->bias) put(o, "    const T *bias = (const T *)b[3];\n");
     put(o, "    ptrdiff_t t, i, j, k, ii, jj, mi, nj;\n    T acc[%d][%d];\n", SMR, SNR);
     put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
@@ -108,7 +110,9 @@ static void render_scalar(Out *o, const GemmSpec *s)
         put(o, "\n");
     }
     put(o, "                        c[(i + ii) * %lld + j + jj] = x;\n", (ll)s->N);
-    put(o, "                    }\n            }\n        }\n    }\n}\n");
+    put(o, "                    }\n");
+    if (s->epilogue) put(o, "                %s(eb, t, i, i + mi, j, j + nj);\n", s->epilogue);
+    put(o, "            }\n        }\n    }\n}\n");
 }
 
 /* ---- SIMD dialect ---- */
@@ -152,8 +156,8 @@ static Blocks blocks(const GemmSpec *s, const Isa *isa)
     b.lanes = isa->vbytes / es;
     b.mr = isa->mr;
     b.nr = isa->nv * b.lanes;
-    b.kc = ceil_div(s->K, ceil_div(s->K, isa->kc));
-    b.mc = round_up(ceil_div(s->M, ceil_div(s->M, isa->mc)), b.mr);
+    b.kc = ceil_div(s->K, ceil_div(s->K, s->kc > 0 ? s->kc : isa->kc));
+    b.mc = round_up(ceil_div(s->M, ceil_div(s->M, s->mc > 0 ? s->mc : isa->mc)), b.mr);
     b.nc = min_ll(isa->nc, round_up(s->N, b.nr));
     b.apack = b.mc * b.kc;
     b.bpack = b.nc * b.kc;
@@ -178,16 +182,17 @@ static void render_par(Out *o, const GemmSpec *s, const Isa *isa, const Blocks *
     put(o, "    ptrdiff_t n0 = %d * (i * (ptrdiff_t)%lld / j->tasks), n1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n",
         bk->nr, bk->nb, bk->nr, bk->nb);
     put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, %s_%s_pap + i * %lld, "
-           "%s_%s_pbp + i * j->slot);\n}\n",
+           "%s_%s_pbp + i * j->slot, j->eb);\n}\n",
         n, id, (ll)s->N, (ll)s->N, n, id, round16(bk->apack), n, id);
-    put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const %s_par *par)\n{\n", n, id, n);
+    put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const %s_par *par, void **eb)\n{\n", n,
+        id, n);
     put(o, "    %s_job j;\n    ptrdiff_t cols;\n", n);
     put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", work, PAR_WORK);
     put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", min_ll(MAXT, bk->nb), min_ll(MAXT, bk->nb));
     put(o, "    if (j.tasks < 2) return 0;\n");
     put(o, "    cols = %d * ((%lld + j.tasks - 1) / j.tasks);\n", bk->nr, bk->nb);
     put(o, "    j.slot = ((cols < %lld ? cols : %lld) * %lld + 15) / 16 * 16;\n", bk->nc, bk->nc, bk->kc);
-    put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias;\n");
+    put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.eb = eb;\n");
     put(o, "    par->parallel_for(j.tasks, %s_%s_task, &j);\n    return 1;\n}\n", n, id);
 }
 
@@ -303,8 +308,9 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
 
     /* the column-range driver */
     put(o, "%sstatic void %s_%s_cols(T *C, const T *A, const T *B, const T *bias, ptrdiff_t n0, ptrdiff_t n1, "
-           "T *ap, T *bp)\n{\n",
+           "T *ap, T *bp, void **eb)\n{\n",
         at, n, id);
+    if (!s->epilogue) put(o, "    (void)eb;\n");
     put(o, "    ptrdiff_t t, jc, pc, ic, jr, ir, i, j;\n");
     put(o, "    T tile[%d] __attribute__((aligned(64)));\n", mr * nr);
     put(o, "    (void)bias;\n");
@@ -359,9 +365,11 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     put(o, "                                        }\n"
            "                                        c[i * %lld + j] = x;\n"
            "                                    }\n"
-           "                            }\n"
-           "                        }\n                    }\n                }\n            }\n        }\n    }\n}\n",
+           "                            }\n",
         N);
+    if (s->epilogue)
+        put(o, "                            if (last) %s(eb, t, ic + ir, ic + ir + h, jc + jr, jc + jr + w);\n", s->epilogue);
+    put(o, "                        }\n                    }\n                }\n            }\n        }\n    }\n}\n");
     render_par(o, s, isa, &bk);
 }
 
@@ -371,7 +379,7 @@ static void render_simd(Out *o, const GemmSpec *s)
     put_head(o, s, "simd");
     put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_par; "
            "/* KnParallel */\n", n);
-    put(o, "typedef struct { T *C; const T *A, *B, *bias; ptrdiff_t slot; int tasks; } %s_job;\n", n);
+    put(o, "typedef struct { T *C; const T *A, *B, *bias; ptrdiff_t slot; int tasks; void **eb; } %s_job;\n", n);
     put(o, "#if defined(__x86_64__) || defined(__i386__)\n#define %s_X86 1\n", n);
     render_isa(o, s, &isa_avx512);
     render_isa(o, s, &isa_avx2);
@@ -385,6 +393,7 @@ static void render_simd(Out *o, const GemmSpec *s)
     put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1], *B = (const T *)b[2];\n");
     put(o, "    const T *bias = %s;\n", s->bias ? "(const T *)b[3]" : "0");
     put(o, "    const %s_par *par = (const %s_par *)b[4];\n", n, n);
+    put(o, "    void **eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
     put(o, "    if (best < 0) {\n        int found = 0;\n#ifdef %s_X86\n", n);
     put(o, "        __builtin_cpu_init();\n"
            "        if (__builtin_cpu_supports(\"avx512f\")) found = 2;\n"
@@ -395,8 +404,8 @@ static void render_simd(Out *o, const GemmSpec *s)
     for (int i = 2; i >= 0; i--) {
         const char *id = i == 2 ? "avx512" : i == 1 ? "avx2" : "base";
         if (i == 0) put(o, "#endif\n");
-        put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, par))\n"
-               "            %s_%s_cols(C, A, B, bias, 0, %lld, %s_%s_ap, %s_%s_bp);\n        return %d;\n    }\n",
+        put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, par, eb))\n"
+               "            %s_%s_cols(C, A, B, bias, 0, %lld, %s_%s_ap, %s_%s_bp, eb);\n        return %d;\n    }\n",
             i, n, id, n, id, (ll)s->N, n, id, n, id, i);
     }
     put(o, "    return -1;\n}\n");
@@ -416,6 +425,8 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
 {
     Out o;
     if (!s || !valid_name(s->name) || s->batch < 1 || s->M < 1 || s->N < 1 || s->K < 1) return 0;
+    if (s->epilogue && !valid_name(s->epilogue)) return 0;
+    if (s->kc < 0 || s->mc < 0 || s->kc > 4096 || s->mc > 4096) return 0;
     if (s->dtype != GEMM_F32 && s->dtype != GEMM_F64) return 0;
     if (s->act < GEMM_ACT_NONE || s->act > GEMM_ACT_GELU_TANH) return 0;
     if (dialect != GEMM_SCALAR && dialect != GEMM_SIMD) return 0;

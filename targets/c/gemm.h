@@ -3,11 +3,16 @@
  * translation unit out, defining
  *
  *     void NAME(void **b);   // b[0] = C, b[1] = A, b[2] = B, b[3] = bias (if any),
- *                            // b[4] = const KnParallel * or NULL (b has 5 entries)
+ *                            // b[4] = const KnParallel * or NULL (b has 5 entries),
+ *                            // b[5] = the epilogue's buffers (with spec.epilogue)
  *
  * that computes, for every batch index t < batch,
  *
  *     C[t][m][n] = act( sum_k A[t][m][k] * B[t][k][n]  +  bias[n] )
+ *
+ * and then, with spec.epilogue, EPILOGUE(b[5], t, m0, m1, n0, n1) once on
+ * each tile of C when it is final (a tile kernel of the same unit, which
+ * reads C back and rewrites it: a fused bias, activation, residual, ...).
  *
  * A and B are read through arbitrary element strides (a transposed operand
  * is only a swap of its strides; broadcasting a batch is stride 0); C is

@@ -39,6 +39,13 @@
  *
  * No allocation: each statement's DAG is analysed in a fixed table on the
  * stack (DAG_MAX values); a larger statement renders without temporaries.
+ *
+ * Two dialects of the same text: the scalar one (TinyCC, and the oracle)
+ * renders every loop serially; the SIMD one (c_render_isa, for the system
+ * compiler) starts with an instruction set's macro header and writes
+ * vector loops for its vectoriser: KN_IVDEP on those that store, and lanes
+ * for those that accumulate. In both, a kernel's top-level parallel loops
+ * run on the thread pool, chunk by chunk, each iteration as on one thread.
  */
 #include <math.h>
 #include <stdio.h>
@@ -173,13 +180,6 @@ static const char *const prelude[] = {
     "    return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;\n"
     "}\n"
     "\n"
-    "/* max and min propagate NaN; a max accumulator takes a NaN and keeps it */\n"
-    "KN_HELPER float kn_maxf(float a, float b) { return a != a || b != b ? NAN : a > b ? a : b; }\n"
-    "KN_HELPER float kn_minf(float a, float b) { return a != a || b != b ? NAN : a < b ? a : b; }\n"
-    "KN_HELPER double kn_max(double a, double b) { return a != a || b != b ? NAN : a > b ? a : b; }\n"
-    "KN_HELPER double kn_min(double a, double b) { return a != a || b != b ? NAN : a < b ? a : b; }\n"
-    "KN_HELPER float kn_accmaxf(float acc, float v) { return acc == acc && (v != v || v > acc) ? v : acc; }\n"
-    "KN_HELPER double kn_accmax(double acc, double v) { return acc == acc && (v != v || v > acc) ? v : acc; }\n"
     "\n",
     "/* IEEE binary16 and bfloat16 <-> float, round to nearest even */\n"
     "KN_HELPER float kn_h2f(uint16_t h)\n"
@@ -231,7 +231,11 @@ static const char *const prelude[] = {
     "\n",
     "/* f32 exp, log, tanh, erf: branch-free, no calls, so cc -O3 vectorises loops\n"
     " * of them without -ffast-math; IEEE specials. Max error over all 2^32\n"
-    " * inputs vs libm's double: 0.99, 0.83, 1.33, 1.50 ulp. */\n"
+    " * inputs vs libm's double: 0.99, 0.83, 1.33, 1.50 ulp (KN_FMAF a fused\n"
+    " * multiply-add, as an instruction set's header defines it: 1.01, 0.83, 1.33, 1.22). */\n"
+    "#ifndef KN_FMAF\n"
+    "#define KN_FMAF(a, b, c) ((a) * (b) + (c))\n"
+    "#endif\n"
     "/* bits of a float and back through a union (C99 TC3 6.5.2.3), as macros:\n"
     " * TinyCC inlines nothing, and would call memcpy */\n"
     "union kn_fu { float f; uint32_t u; };\n"
@@ -250,6 +254,29 @@ static const char *const prelude[] = {
     "}\n"
     "#define KN_SEL(c, a, b) kn_fsel(c, a, b)\n"
     "#endif\n"
+    "union kn_du { double f; uint64_t u; };\n"
+    "#ifdef __TINYC__\n"
+    "#define KN_DSEL(c, a, b) ((c) ? (a) : (b))\n"
+    "#else\n"
+    "KN_HELPER double kn_dsel(int c, double a, double b)\n"
+    "{\n"
+    "    uint64_t m = 0u - (uint64_t)(c != 0);\n"
+    "    return ((union kn_du){.u = (((union kn_du){.f = a}).u & m) | (((union kn_du){.f = b}).u & ~m)}).f;\n"
+    "}\n"
+    "#define KN_DSEL(c, a, b) kn_dsel(c, a, b)\n"
+    "#endif\n"
+    "/* max and min propagate NaN; a max accumulator takes a NaN and keeps it.\n"
+    " * Every compare is evaluated (& and |, not && and ||): branch-free */\n"
+    "KN_HELPER float kn_maxf(float a, float b) { return KN_SEL((a != a) | (b != b), NAN, KN_SEL(a > b, a, b)); }\n"
+    "KN_HELPER float kn_minf(float a, float b) { return KN_SEL((a != a) | (b != b), NAN, KN_SEL(a < b, a, b)); }\n"
+    "KN_HELPER double kn_max(double a, double b) { return KN_DSEL((a != a) | (b != b), NAN, KN_DSEL(a > b, a, b)); }\n"
+    "KN_HELPER double kn_min(double a, double b) { return KN_DSEL((a != a) | (b != b), NAN, KN_DSEL(a < b, a, b)); }\n"
+    "KN_HELPER float kn_accmaxf(float acc, float v) { return KN_SEL((acc == acc) & ((v != v) | (v > acc)), v, acc); }\n"
+    "KN_HELPER double kn_accmax(double acc, double v)\n"
+    "{\n"
+    "    return KN_DSEL((acc == acc) & ((v != v) | (v > acc)), v, acc);\n"
+    "}\n"
+    "\n",
     "/* exp: n = rint(x / ln2) by the 1.5 * 2^23 shifter, r = x - n ln2 in two\n"
     " * Cody-Waite steps (n * C1 exact), e^r = 1 + r + r^2 P(r) (Cephes expf's\n"
     " * degree-5 minimax P), times 2^n as two exact powers of two so that a\n"
@@ -259,17 +286,17 @@ static const char *const prelude[] = {
     "{\n"
     "    x = KN_SEL(x < -104.0f, -104.0f, x);\n"
     "    x = KN_SEL(x > 89.0f, 89.0f, x);\n"
-    "    float z = x * 1.44269504f + 12582912.0f, n = z - 12582912.0f;\n"
+    "    float z = KN_FMAF(x, 1.44269504f, 12582912.0f), n = z - 12582912.0f;\n"
     "    uint32_t m = KN_ASU(z) - 0x4b400000u + 256u; /* n + 256, in [106, 385] */\n"
-    "    float r = x - n * 0.693359375f;\n"
-    "    r = r - n * -2.12194440e-4f;\n"
+    "    float r = KN_FMAF(n, -0.693359375f, x);\n"
+    "    r = KN_FMAF(n, 2.12194440e-4f, r);\n"
     "    float p = 1.9875691500e-4f;\n"
-    "    p = p * r + 1.3981999507e-3f;\n"
-    "    p = p * r + 8.3334519073e-3f;\n"
-    "    p = p * r + 4.1665795894e-2f;\n"
-    "    p = p * r + 1.6666665459e-1f;\n"
-    "    p = p * r + 5.0000001201e-1f;\n"
-    "    p = 1.0f + (r + r * r * p);\n"
+    "    p = KN_FMAF(p, r, 1.3981999507e-3f);\n"
+    "    p = KN_FMAF(p, r, 8.3334519073e-3f);\n"
+    "    p = KN_FMAF(p, r, 4.1665795894e-2f);\n"
+    "    p = KN_FMAF(p, r, 1.6666665459e-1f);\n"
+    "    p = KN_FMAF(p, r, 5.0000001201e-1f);\n"
+    "    p = 1.0f + KN_FMAF(r * r, p, r);\n"
     "    uint32_t h = m >> 1; /* n = (h - 128) + (m - h - 128) */\n"
     "    return p * KN_ASF((h - 128u + 127u) << 23) * KN_ASF((m - h - 128u + 127u) << 23);\n"
     "}\n"
@@ -283,14 +310,14 @@ static const char *const prelude[] = {
     "    float e = (float)(int32_t)((u >> 23) - 127u - 23u * (uint32_t)sub);\n"
     "    float f = KN_ASF((u & 0x007fffffu) + 0x3f3504f3u) - 1.0f, z = f * f;\n"
     "    float p = 7.0376836292e-2f;\n"
-    "    p = p * f - 1.1514610310e-1f;\n"
-    "    p = p * f + 1.1676998740e-1f;\n"
-    "    p = p * f - 1.2420140846e-1f;\n"
-    "    p = p * f + 1.4249322787e-1f;\n"
-    "    p = p * f - 1.6668057665e-1f;\n"
-    "    p = p * f + 2.0000714765e-1f;\n"
-    "    p = p * f - 2.4999993993e-1f;\n"
-    "    p = p * f + 3.3333331174e-1f;\n"
+    "    p = KN_FMAF(p, f, -1.1514610310e-1f);\n"
+    "    p = KN_FMAF(p, f, 1.1676998740e-1f);\n"
+    "    p = KN_FMAF(p, f, -1.2420140846e-1f);\n"
+    "    p = KN_FMAF(p, f, 1.4249322787e-1f);\n"
+    "    p = KN_FMAF(p, f, -1.6668057665e-1f);\n"
+    "    p = KN_FMAF(p, f, 2.0000714765e-1f);\n"
+    "    p = KN_FMAF(p, f, -2.4999993993e-1f);\n"
+    "    p = KN_FMAF(p, f, 3.3333331174e-1f);\n"
     "    float y = f * z * p + e * -2.12194440e-4f - 0.5f * z;\n"
     "    y = (f + y) + e * 0.693359375f;\n"
     "    y = KN_SEL(x == 0.0f, -INFINITY, y);\n"
@@ -304,11 +331,11 @@ static const char *const prelude[] = {
     "{\n"
     "    float a = KN_ASF(KN_ASU(x) & 0x7fffffffu), z = a * a;\n"
     "    float p = -5.70498872745e-3f;\n"
-    "    p = p * z + 2.06390887954e-2f;\n"
-    "    p = p * z - 5.37397155531e-2f;\n"
-    "    p = p * z + 1.33314422036e-1f;\n"
-    "    p = p * z - 3.33332819422e-1f;\n"
-    "    float s = a + a * z * p, l = 1.0f - 2.0f / (kn_expf(a + a) + 1.0f);\n"
+    "    p = KN_FMAF(p, z, 2.06390887954e-2f);\n"
+    "    p = KN_FMAF(p, z, -5.37397155531e-2f);\n"
+    "    p = KN_FMAF(p, z, 1.33314422036e-1f);\n"
+    "    p = KN_FMAF(p, z, -3.33332819422e-1f);\n"
+    "    float s = KN_FMAF(a * z, p, a), l = 1.0f - 2.0f / (kn_expf(a + a) + 1.0f);\n"
     "    return KN_ASF(KN_ASU(KN_SEL(a < 0.625f, s, l)) | (KN_ASU(x) & 0x80000000u));\n"
     "}\n"
     "/* erf: |x| < 1, |x| + |x| Q(x^2) with Q a degree-6 minimax fit (Lawson) of\n"
@@ -319,22 +346,22 @@ static const char *const prelude[] = {
     "{\n"
     "    float a = KN_ASF(KN_ASU(x) & 0x7fffffffu), s = a * a;\n"
     "    float q = 7.889142580e-05f;\n"
-    "    q = q * s - 8.020849200e-04f;\n"
-    "    q = q * s + 5.189536139e-03f;\n"
-    "    q = q * s - 2.685444430e-02f;\n"
-    "    q = q * s + 1.128360033e-01f;\n"
-    "    q = q * s - 3.761262596e-01f;\n"
-    "    q = q * s + 1.283791661e-01f;\n"
-    "    float small = a + a * q;\n"
+    "    q = KN_FMAF(q, s, -8.020849200e-04f);\n"
+    "    q = KN_FMAF(q, s, 5.189536139e-03f);\n"
+    "    q = KN_FMAF(q, s, -2.685444430e-02f);\n"
+    "    q = KN_FMAF(q, s, 1.128360033e-01f);\n"
+    "    q = KN_FMAF(q, s, -3.761262596e-01f);\n"
+    "    q = KN_FMAF(q, s, 1.283791661e-01f);\n"
+    "    float small = KN_FMAF(a, q, a);\n"
     "    float t = KN_SEL(a > 4.0f, 4.0f, a);\n"
     "    float p = -2.169760228e-05f;\n"
-    "    p = p * t + 4.414724826e-04f;\n"
-    "    p = p * t - 4.205283709e-03f;\n"
-    "    p = p * t + 2.521033771e-02f;\n"
-    "    p = p * t - 1.084220931e-01f;\n"
-    "    p = p * t - 6.332163811e-01f;\n"
-    "    p = p * t - 1.129580259e+00f;\n"
-    "    p = p * t + 1.884672820e-04f;\n"
+    "    p = KN_FMAF(p, t, 4.414724826e-04f);\n"
+    "    p = KN_FMAF(p, t, -4.205283709e-03f);\n"
+    "    p = KN_FMAF(p, t, 2.521033771e-02f);\n"
+    "    p = KN_FMAF(p, t, -1.084220931e-01f);\n"
+    "    p = KN_FMAF(p, t, -6.332163811e-01f);\n"
+    "    p = KN_FMAF(p, t, -1.129580259e+00f);\n"
+    "    p = KN_FMAF(p, t, 1.884672820e-04f);\n"
     "    float l = 1.0f - kn_expf(p);\n"
     "    return KN_ASF(KN_ASU(KN_SEL(a < 1.0f, small, l)) | (KN_ASU(x) & 0x80000000u));\n"
     "}\n"
@@ -373,6 +400,98 @@ static const char *const prelude[] = {
     "    return (float)(w >> 8) * (1.0f / 16777216.0f);\n"
     "}\n",
 };
+
+/* The thread pool, for either dialect: a kernel's top-level parallel loop
+ * is a function over a range [lo, hi) of its iterations; the entry cuts the
+ * extent into chunks (multiples of grain, so vector loops keep their
+ * alignment) and runs them through the pool it finds in b[nbufs], or runs
+ * the whole range itself. Each iteration runs exactly as on one thread, so
+ * the result is the same bit for bit whatever the threads. */
+static const char threads_prelude[] =
+    "/* threads: kn_par has the layout of kiln's KnParallel (targets/c/gemm.h) */\n"
+    "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } kn_par;\n"
+    "typedef struct { void (*body)(void **, int64_t, int64_t); void **b; int64_t n, grain; int tasks; } kn_job;\n"
+    "KN_HELPER int64_t kn_chunk(const kn_job *j, int i)\n"
+    "{\n"
+    "    return i >= j->tasks ? j->n : i * j->n / j->tasks / j->grain * j->grain;\n"
+    "}\n"
+    "KN_HELPER void kn_task(void *arg, int i)\n"
+    "{\n"
+    "    const kn_job *j = (const kn_job *)arg;\n"
+    "    j->body(j->b, kn_chunk(j, i), kn_chunk(j, i + 1));\n"
+    "}\n"
+    "/* a few chunks per thread, handed out as threads come free */\n"
+    "KN_HELPER void kn_parallel(void (*body)(void **, int64_t, int64_t), void **b, int64_t n, int64_t grain,\n"
+    "                           const kn_par *par)\n"
+    "{\n"
+    "    kn_job j;\n"
+    "    j.body = body, j.b = b, j.n = n, j.grain = grain;\n"
+    "    j.tasks = par && par->parallel_for && par->threads > 1 ? 4 * par->threads : 1;\n"
+    "    if (j.tasks > n / grain) j.tasks = (int)(n / grain);\n"
+    "    if (j.tasks < 2) body(b, 0, n);\n"
+    "    else par->parallel_for(j.tasks, kn_task, &j);\n"
+    "}\n";
+
+/* ---- the SIMD dialect: a macro header per instruction set ----
+ * The same C as the scalar dialect, for the system compiler's vectoriser:
+ * vector loops carry KN_IVDEP (their iterations are independent), and a
+ * vector loop that accumulates keeps one accumulator per lane (KN_LANES
+ * marks the lane loop), so the vectoriser needs no reassociation. An
+ * instruction set adds its compiler flags and a few macros: KN_FMAF (a
+ * fused multiply-add where the ISA has one, used by nothing that must be
+ * exact). */
+static const char simd_prelude[] =
+    "/* KN_IVDEP: independent iterations; KN_LANES: a loop over lanes, to be\n"
+    " * vectorised whole (gcc's SLP does not take what unrolling it leaves) */\n"
+    "#if defined(__clang__)\n"
+    "#define KN_IVDEP _Pragma(\"clang loop vectorize(assume_safety)\")\n"
+    "#define KN_LANES _Pragma(\"clang loop vectorize(assume_safety)\")\n"
+    "#elif defined(__GNUC__)\n"
+    "#define KN_IVDEP _Pragma(\"GCC ivdep\")\n"
+    "#define KN_LANES _Pragma(\"GCC unroll 1\")\n"
+    "#else\n"
+    "#define KN_IVDEP\n"
+    "#define KN_LANES\n"
+    "#endif\n";
+
+const CIsa c_isas[] = {
+    {"avx512", "-mavx512f -mavx512vl -mavx2 -mfma -mprefer-vector-width=512",
+     "#define KN_ISA_AVX512 1 /* 16 f32 lanes */\n#define KN_FMAF(a, b, c) __builtin_fmaf(a, b, c)\n", 32},
+    {"avx2", "-mavx2 -mfma", "#define KN_ISA_AVX2 1 /* 8 f32 lanes */\n#define KN_FMAF(a, b, c) __builtin_fmaf(a, b, c)\n",
+     16},
+    {"sse2", "", "#define KN_ISA_SSE2 1 /* 4 f32 lanes, no FMA */\n", 8},
+    {"neon", "", "#define KN_ISA_NEON 1 /* 4 f32 lanes */\n#define KN_FMAF(a, b, c) __builtin_fmaf(a, b, c)\n", 8},
+    {"wasm128", "-msimd128", "#define KN_ISA_WASM128 1 /* 4 f32 lanes, no FMA */\n", 8},
+    {"scalar", "", "#define KN_ISA_SCALAR 1\n", 1},
+    {NULL, NULL, NULL, 0},
+};
+
+const CIsa *c_isa(const char *name)
+{
+    for (const CIsa *i = c_isas; i->name; i++)
+        if (!strcmp(i->name, name)) return i;
+    return NULL;
+}
+
+/* The best instruction set of the machine this runs on, by run-time CPU
+ * detection where the compiler offers it. */
+const CIsa *c_isa_host(void)
+{
+    static const CIsa *isa;
+    if (isa) return isa;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return isa = c_isa("avx512");
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return isa = c_isa("avx2");
+    return isa = c_isa("sse2");
+#elif defined(__aarch64__) || defined(__ARM_NEON)
+    return isa = c_isa("neon");
+#elif defined(__wasm_simd128__)
+    return isa = c_isa("wasm128");
+#else
+    return isa = c_isa("scalar");
+#endif
+}
 
 /* ---- output ---- */
 
@@ -588,6 +707,11 @@ typedef struct {
     uint8_t *bufused; /* per buffer (up to MAX_BUFS) */
     uint8_t *accread; /* per accumulator (up to MAX_ACCS) */
     IrRef unrounded;  /* a value stored to f16 or bf16: the store rounds it, so it need not */
+    const CIsa *isa;  /* the SIMD dialect's instruction set; NULL: the scalar dialect */
+    int lane;         /* >= 0: rendering the lanes of vector loop s<lane>: updates go to lane accumulators */
+    int range;        /* >= 0: loop s<range> runs over [lo, hi) (a parallel loop's range function) */
+    IrRef shared;     /* the value of consecutive statements, in temporary t<shared_temp> */
+    int shared_temp;
 } R;
 
 #define MAX_BUFS 256 /* buffers whose use is tracked; beyond, all count as used */
@@ -733,6 +857,7 @@ static void put_tmpl(R *r, const char *t, const IrNode *x, IrRef self, int depth
             continue;
         }
         if (p[1] == 'f') put_str(r->o, fn ? fn : "");
+        else if (p[1] == 'a' && r->lane >= 0) put(r->o, "a%d_l[s%d_l]", acc, r->lane);
         else if (p[1] == 'a') put(r->o, "a%d", acc);
         else put_value(r, operand(x, p[1] - '0'), self, depth + 1, delimited(t, p));
         p++;
@@ -790,6 +915,10 @@ static void put_value(R *r, IrRef ref, IrRef user, int depth, int bare)
         put(r->o, "t%d", v->temp);
         return;
     }
+    if (ref == r->shared) {
+        put(r->o, "t%d", r->shared_temp);
+        return;
+    }
     switch (x->kind) {
     case IR_CONST: put_const(r->o, (kn_dtype)x->dtype, x->imm); break;
     case IR_LOAD:
@@ -834,6 +963,7 @@ static void put_temps(R *r, IrRef ref, IrRef user, int level)
 /* Analyses value (of statement stmt) and declares its temporaries. */
 static void begin_value(R *r, IrRef value, IrRef stmt, int level)
 {
+    if (value == r->shared) return;
     if (dag_build(r, value, stmt)) put_temps(r, value, stmt, level);
 }
 
@@ -843,16 +973,165 @@ static const char *const loop_kinds[] = {"serial", "parallel", "vector", "unroll
 
 static void put_block(R *r, IrRef s, int level);
 
+/* The statements of a block, or NULL past a broken kernel's end. */
+static const IrNode *stmt_at(const R *r, IrRef s) { return s && s < r->k->n ? &r->k->nodes[s] : NULL; }
+
+#define MAX_LANE_ACCS 16 /* accumulators one vector loop may update in lanes */
+
+/* The accumulators the body of vector loop x updates, if the SIMD dialect
+ * can give each its own lanes: the body is stores and updates only (no
+ * loops, no declarations), the accumulators are f32, f64 or integers, the
+ * width is a power of two, and no value in the body reads an accumulator
+ * it updates (lanes hold partial results). Their numbers into accs; the
+ * count, 0 when the body updates none, -1 when lanes are not possible. */
+/* The lanes of vector loop x: its width, or more where the ISA wants more
+ * vectors in flight (a multiple of the width: the same order on any ISA
+ * of as many lanes). */
+static int lanes_of(const R *r, const IrNode *x)
+{
+    int w = (int)x->width;
+    while (r->isa && w < r->isa->lanes && w <= 32) w *= 2;
+    return w;
+}
+
+static int lane_accs(R *r, const IrNode *x, int *accs)
+{
+    int n = 0;
+    if (x->width < 2 || x->width > 64 || (x->width & (x->width - 1))) return -1;
+    for (IrRef s = x->child; s; s = r->k->nodes[s].next) {
+        const IrNode *y = stmt_at(r, s);
+        if (!y || (y->kind != IR_STORE && y->kind != IR_UPDATE)) return -1;
+        if (y->kind != IR_UPDATE) continue;
+        const IrNode *v = value_at(r->k, y->a, s);
+        if (!v || (v->dtype != KN_F32 && v->dtype != KN_F64 && dt_is_float((kn_dtype)v->dtype))) return -1;
+        int seen = 0;
+        for (int i = 0; i < n; i++) seen |= accs[i] == y->var;
+        if (!seen && n == MAX_LANE_ACCS) return -1;
+        if (!seen) accs[n++] = y->var;
+    }
+    for (IrRef s = x->child; s; s = r->k->nodes[s].next) {
+        if (!dag_build(r, r->k->nodes[s].a, s)) return -1;
+        for (int i = 0; i < r->d->n; i++) {
+            const IrNode *v = &r->k->nodes[r->d->v[i].ref];
+            for (int j = 0; v->kind == IR_ACCVAL && j < n; j++)
+                if (v->var == accs[j]) return -1;
+        }
+    }
+    return n;
+}
+
+/* The update statement of accumulator acc in the body of x (its op and dtype). */
+static const IrNode *acc_update(const R *r, const IrNode *x, int acc, kn_dtype *dt)
+{
+    for (IrRef s = x->child; s; s = r->k->nodes[s].next) {
+        const IrNode *y = &r->k->nodes[s], *v;
+        if (y->kind == IR_UPDATE && y->var == acc && (v = value_at(r->k, y->a, s))) {
+            *dt = (kn_dtype)v->dtype;
+            return y;
+        }
+    }
+    return NULL;
+}
+
+/* acc = acc op lane[i]: the combination of an accumulator's lanes. */
+static void put_combine(R *r, const IrNode *u, kn_dtype dt, const char *dst, const char *src)
+{
+    int fl = dt_is_float(dt);
+    if (u->op == OP_RMAX) put(r->o, "%s = %s(%s, %s);", dst, fl ? (dt == KN_F32 ? "kn_accmaxf" : "kn_accmax") : "kn_imax", dst, src);
+    else if (fl) put(r->o, "%s = %s + %s;", dst, dst, src);
+    else put(r->o, "%s = (int64_t)((uint64_t)%s + (uint64_t)%s);", dst, dst, src);
+}
+
+/* A vector loop whose body updates accumulators, in the SIMD dialect:
+ * each accumulator gets L lanes (the width, or a multiple of it the ISA
+ * wants for more vectors in flight; starting at its op's identity) that
+ * whole groups of L iterations update lane by lane, so the compiler
+ * vectorises the lane loop without reassociating anything; the lanes are
+ * then folded into the accumulator pairwise, and the last extent % L
+ * iterations run as the plain loop. The order of the additions is fixed by
+ * L alone: the same on every run and any number of threads. */
+static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
+{
+    int v = x->var, w = lanes_of(r, x);
+    indent(r->o, level);
+    put(r->o, "{ /* vector(%u): %d lanes, then the rest */\n", (unsigned)x->width, w);
+    for (int i = 0; i < na; i++) {
+        kn_dtype dt = KN_F32;
+        const IrNode *u = acc_update(r, x, accs[i], &dt);
+        int fl = dt_is_float(dt);
+        indent(r->o, level + 1);
+        put(r->o, "%s a%d_l[%d];\n", fl ? dts[dt].value : "int64_t", accs[i], w);
+        indent(r->o, level + 1);
+        put(r->o, "for (int l = 0; l < %d; l++) a%d_l[l] = %s;\n", w, accs[i], acc_init(u ? u->op : OP_SUM, fl));
+    }
+    indent(r->o, level + 1);
+    put(r->o, "int64_t s%d_o = 0;\n", v);
+    indent(r->o, level + 1);
+    put(r->o, "for (; s%d_o + %d <= ", v, w);
+    put_index(r->o, r->k->ex, x->index, 1);
+    put(r->o, "; s%d_o += %d) {\n", v, w);
+    indent(r->o, level + 2);
+    put(r->o, "KN_LANES for (int s%d_l = 0; s%d_l < %d; s%d_l++) {\n", v, v, w, v);
+    indent(r->o, level + 3);
+    put(r->o, "const int64_t s%d = s%d_o + s%d_l;\n", v, v, v);
+    r->lane = v;
+    put_block(r, x->child, level + 3);
+    r->lane = -1;
+    indent(r->o, level + 2);
+    put_str(r->o, "}\n");
+    indent(r->o, level + 1);
+    put_str(r->o, "}\n");
+    for (int i = 0; i < na; i++) {
+        kn_dtype dt = KN_F32;
+        const IrNode *u = acc_update(r, x, accs[i], &dt);
+        char dst[48], src[48];
+        for (int h = w / 2; h >= 1 && u; h /= 2) {
+            indent(r->o, level + 1);
+            put(r->o, "for (int l = 0; l < %d; l++) ", h);
+            snprintf(dst, sizeof dst, "a%d_l[l]", accs[i]);
+            snprintf(src, sizeof src, "a%d_l[l + %d]", accs[i], h);
+            put_combine(r, u, dt, dst, src);
+            put_char(r->o, '\n');
+        }
+        indent(r->o, level + 1);
+        snprintf(dst, sizeof dst, "a%d", accs[i]);
+        snprintf(src, sizeof src, "a%d_l[0]", accs[i]);
+        if (u) put_combine(r, u, dt, dst, src);
+        put_char(r->o, '\n');
+    }
+    indent(r->o, level + 1);
+    put(r->o, "for (int64_t s%d = s%d_o; s%d < ", v, v, v);
+    put_index(r->o, r->k->ex, x->index, 0);
+    put(r->o, "; s%d++) {\n", v);
+    put_block(r, x->child, level + 2);
+    indent(r->o, level + 1);
+    put_str(r->o, "}\n");
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
 static void put_loop(R *r, const IrNode *x, int level)
 {
+    int accs[MAX_LANE_ACCS], na = -1;
+    if (r->isa && x->dtype == LOOP_VECTOR && r->lane < 0 && level <= IR_MAX_NEST) na = lane_accs(r, x, accs);
+    if (na > 0) {
+        put_lanes(r, x, accs, na, level);
+        return;
+    }
     indent(r->o, level);
-    put(r->o, "for (int64_t s%d = 0; s%d < ", (int)x->var, (int)x->var);
-    put_index(r->o, r->k->ex, x->index, 0);
-    put(r->o, "; s%d++) {", (int)x->var);
-    if (x->dtype == LOOP_VECTOR || x->dtype == LOOP_UNROLL) /* parallel and vector code: later passes */
+    if (r->isa && x->dtype == LOOP_VECTOR) put_str(r->o, "KN_IVDEP ");
+    if (x->var == r->range) put(r->o, "for (int64_t s%d = lo; s%d < hi; s%d++) {", (int)x->var, (int)x->var, (int)x->var);
+    else {
+        put(r->o, "for (int64_t s%d = 0; s%d < ", (int)x->var, (int)x->var);
+        put_index(r->o, r->k->ex, x->index, 0);
+        put(r->o, "; s%d++) {", (int)x->var);
+    }
+    if (x->dtype == LOOP_PARALLEL && x->var == r->range) put_str(r->o, " /* parallel: this thread's range */");
+    else if (x->dtype == LOOP_VECTOR && r->isa) put(r->o, " /* vector(%u) */", (unsigned)x->width);
+    else if (x->dtype == LOOP_VECTOR || x->dtype == LOOP_UNROLL)
         put(r->o, " /* %s(%u): serial in this dialect */", loop_kinds[x->dtype], (unsigned)x->width);
     else if (x->dtype != LOOP_SERIAL && x->dtype <= LOOP_GPU_THREAD)
-        put(r->o, " /* %s: serial in this dialect */", loop_kinds[x->dtype]);
+        put(r->o, " /* %s: serial here */", loop_kinds[x->dtype]);
     put_char(r->o, '\n');
     if (level <= IR_MAX_NEST) put_block(r, x->child, level + 1);
     indent(r->o, level);
@@ -898,7 +1177,8 @@ static void put_update(R *r, IrRef s, const IrNode *x, int level)
     self.dtype = (uint8_t)dt;
     begin_value(r, x->a, s, level);
     indent(r->o, level);
-    put(r->o, "a%d = ", (int)x->var);
+    if (r->lane >= 0) put(r->o, "a%d_l[s%d_l] = ", (int)x->var, r->lane);
+    else put(r->o, "a%d = ", (int)x->var);
     int wrap = fl && f->wrap;
     if (wrap) put_part(r->o, dts[dt].wrap, 0);
     put_tmpl(r, fl ? f->flt : f->integer, &self, s, 0, x->var, wrap ? bare_in(dts[dt].wrap, 1) : 1);
@@ -906,10 +1186,83 @@ static void put_update(R *r, IrRef s, const IrNode *x, int level)
     put_str(r->o, ";\n");
 }
 
+/* A top-level parallel loop runs as a range function on the thread pool
+ * when nothing in it refers to an accumulator declared outside it (an
+ * accumulator lives in one function). Its number among such loops, or -1. */
+static int par_index(R *r, IrRef s)
+{
+    const IrNode *x = stmt_at(r, s);
+    if (!x || x->kind != IR_LOOP || x->dtype != LOOP_PARALLEL) return -1;
+    int n = 0;
+    for (IrRef t = r->k->body; t && t != s; t = r->k->nodes[t].next) {
+        const IrNode *y = stmt_at(r, t);
+        if (!y) return -1;
+        n += y->kind == IR_LOOP && y->dtype == LOOP_PARALLEL;
+    }
+    uint8_t declared[MAX_ACCS];
+    memset(declared, 0, sizeof declared);
+    IrRef stack[2 * IR_MAX_NEST + 4]; /* a pending next and a child per level */
+    int depth = 0, room = (int)(sizeof stack / sizeof *stack);
+    stack[depth++] = x->child;
+    while (depth) { /* the statements below, depth first */
+        IrRef t = stack[--depth];
+        const IrNode *y = stmt_at(r, t);
+        if (!y) continue;
+        if (y->next) {
+            if (depth == room) return -1;
+            stack[depth++] = y->next;
+        }
+        if ((y->kind == IR_ACC || y->kind == IR_UPDATE) && (y->var < 0 || y->var >= MAX_ACCS)) return -1;
+        if (y->kind == IR_LOOP) {
+            if (depth == room) return -1;
+            stack[depth++] = y->child;
+        } else if (y->kind == IR_ACC) {
+            declared[y->var] = 1;
+        }
+        if (y->kind == IR_UPDATE && !declared[y->var]) return -1;
+        if (y->kind != IR_STORE && y->kind != IR_UPDATE) continue;
+        if (!dag_build(r, y->a, t)) return -1;
+        for (int i = 0; i < r->d->n; i++) {
+            const IrNode *v = &r->k->nodes[r->d->v[i].ref];
+            if (v->kind == IR_ACCVAL && (v->var < 0 || v->var >= MAX_ACCS || !declared[v->var])) return -1;
+        }
+    }
+    return n;
+}
+
+/* No loop in x's body: a flat loop, whose chunks start at multiples of 16
+ * (vector alignment); a loop of rows is cut anywhere. */
+static int innermost(const R *r, const IrNode *x)
+{
+    for (IrRef s = x->child; s && s < r->k->n; s = r->k->nodes[s].next)
+        if (r->k->nodes[s].kind == IR_LOOP) return 0;
+    return 1;
+}
+
 static void put_block(R *r, IrRef s, int level)
 {
     for (uint32_t budget = r->k->n; s && s < r->k->n && budget; s = r->k->nodes[s].next, budget--) {
         const IrNode *x = &r->k->nodes[s];
+        int p = level == 1 && r->range == -2 ? par_index(r, s) : -1;
+        if (p >= 0) { /* the kernel's entry: the loop runs through the pool */
+            indent(r->o, level);
+            put(r->o, "kn_parallel(%s_p%d, b, ", r->k->name, p);
+            put_index(r->o, r->k->ex, x->index, 0);
+            put(r->o, ", %d, par);\n", innermost(r, x) ? 16 : 1);
+            continue;
+        }
+        const IrNode *y = stmt_at(r, x->next);
+        if ((x->kind == IR_STORE || x->kind == IR_UPDATE) && y && (y->kind == IR_STORE || y->kind == IR_UPDATE) &&
+            y->a == x->a && value_at(r->k, x->a, s) && value_at(r->k, x->a, s)->kind == IR_OP) {
+            /* one value for two statements (a row kernel stores what it sums): computed once */
+            const IrNode *v = value_at(r->k, x->a, s);
+            begin_value(r, x->a, s, level);
+            indent(r->o, level);
+            put(r->o, "const %s t%d = ", v->dtype < KN_NDTYPES ? dts[v->dtype].value : "KN_BAD_DTYPE", r->ntemps);
+            put_value(r, x->a, s, 0, 1);
+            put_str(r->o, ";\n");
+            r->shared = x->a, r->shared_temp = r->ntemps++;
+        }
         switch (x->kind) {
         case IR_LOOP: put_loop(r, x, level); break;
         case IR_STORE: put_store(r, s, x, level); break;
@@ -917,6 +1270,7 @@ static void put_block(R *r, IrRef s, int level)
         case IR_UPDATE: put_update(r, s, x, level); break;
         default: indent(r->o, level), put_str(r->o, "KN_BAD_STATEMENT;\n"); break;
         }
+        if (r->shared && r->shared != (y && (y->kind == IR_STORE || y->kind == IR_UPDATE) ? y->a : 0)) r->shared = 0;
     }
 }
 
@@ -936,11 +1290,12 @@ static void scan_value(R *r, IrRef value, IrRef stmt)
     }
 }
 
-static void scan_block(R *r, IrRef s, int level)
+/* Marks what statement s (and, if all, the ones after it) names. */
+static void scan_block(R *r, IrRef s, int level, int all)
 {
-    for (uint32_t budget = r->k->n; s && s < r->k->n && budget; s = r->k->nodes[s].next, budget--) {
+    for (uint32_t budget = r->k->n; s && s < r->k->n && budget; s = all ? r->k->nodes[s].next : 0, budget--) {
         const IrNode *x = &r->k->nodes[s];
-        if (x->kind == IR_LOOP && level <= IR_MAX_NEST) scan_block(r, x->child, level + 1);
+        if (x->kind == IR_LOOP && level <= IR_MAX_NEST) scan_block(r, x->child, level + 1, 1);
         if (x->kind == IR_STORE && x->buf >= 0 && x->buf < MAX_BUFS) r->bufused[x->buf] = 1;
         if (x->kind == IR_STORE || x->kind == IR_UPDATE) scan_value(r, x->a, s);
     }
@@ -950,34 +1305,96 @@ static void scan_block(R *r, IrRef s, int level)
 
 static const char *const roles[] = {"in", "out", "tmp"};
 
-static void put_kernel(R *r)
+/* The buffers as typed locals: those the function does not name are
+ * (void), or left out if omit. */
+static void put_bufs(R *r, const uint8_t *bufused, int omit)
 {
     const Kernel *k = r->k;
-    uint8_t bufused[MAX_BUFS], accread[MAX_ACCS];
-    memset(bufused, 0, sizeof bufused);
-    memset(accread, 0, sizeof accread);
-    r->bufused = bufused;
-    r->accread = accread;
-    r->ntemps = 0;
-    scan_block(r, k->body, 0);
-    put(r->o, "\nvoid %s(void **b);\nvoid %s(void **b)\n{\n", k->name, k->name);
     if (k->nbufs == 0) put_str(r->o, "    (void)b;\n");
     for (int i = 0; i < k->nbufs; i++) {
         const IrBuf *bf = &k->bufs[i];
+        if (omit && i < MAX_BUFS && !bufused[i]) continue;
         const char *t = bf->dtype < KN_NDTYPES ? dts[bf->dtype].store : "KN_BAD_DTYPE";
         const char *c = bf->role == BUF_IN ? "const " : "";
         put(r->o, "    %s%s *restrict b%d = (%s%s *)b[%d];", c, t, i, c, t, i);
         if (i < MAX_BUFS && !bufused[i]) put(r->o, " (void)b%d;", i);
-        put(r->o, " /* %s %s[", bf->role <= BUF_TMP ? roles[bf->role] : "?",
-            kn_dtype_name((kn_dtype)bf->dtype));
+        put(r->o, " /* %s %s[", bf->role <= BUF_TMP ? roles[bf->role] : "?", kn_dtype_name((kn_dtype)bf->dtype));
         put_index(r->o, k->ex, bf->size, 0);
         put_str(r->o, "] */\n");
     }
+}
+
+/* A dot template's epilogue (Kernel.tile): its three loops (batch, M, N)
+ * over one tile, NAME(b, t, m0, m1, n0, n1), the template calling it on
+ * each tile of its output once the tile is final. */
+static void put_tile(R *r)
+{
+    const Kernel *k = r->k;
+    const IrNode *l0 = stmt_at(r, k->body), *l1 = l0 ? stmt_at(r, l0->child) : NULL, *l2 = l1 ? stmt_at(r, l1->child) : NULL;
+    uint8_t bufused[MAX_BUFS], accread[MAX_ACCS];
+    memset(bufused, 0, sizeof bufused);
+    memset(accread, 0, sizeof accread);
+    r->bufused = bufused, r->accread = accread, r->ntemps = 0;
+    scan_block(r, k->body, 0, 1);
+    put(r->o, "\nvoid %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n"
+              "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1)\n{\n", k->name, k->name);
+    if (!l2 || l0->kind != IR_LOOP || l1->kind != IR_LOOP || l2->kind != IR_LOOP || l0->next || l1->next || l2->next) {
+        put_str(r->o, "    KN_BAD_TILE;\n}\n"); /* does not compile: not a tile kernel */
+        return;
+    }
+    put_bufs(r, bufused, 0);
+    put(r->o, "    const int64_t s%d = t;\n    (void)s%d;\n", (int)l0->var, (int)l0->var);
+    put(r->o, "    for (int64_t s%d = m0; s%d < m1; s%d++) {\n", (int)l1->var, (int)l1->var, (int)l1->var);
+    put(r->o, "        %sfor (int64_t s%d = n0; s%d < n1; s%d++) {\n", r->isa ? "KN_IVDEP " : "", (int)l2->var,
+        (int)l2->var, (int)l2->var);
+    put_block(r, l2->child, 3);
+    put_str(r->o, "        }\n    }\n}\n");
+}
+
+/* Parallel loops first, each as a function over a range of its iterations;
+ * then the entry, which runs them through kn_parallel (so it reads the
+ * thread pool from b[nbufs]) and everything else itself. */
+static void put_kernel(R *r)
+{
+    const Kernel *k = r->k;
+    if (k->tile) {
+        put_tile(r);
+        return;
+    }
+    uint8_t bufused[MAX_BUFS], accread[MAX_ACCS];
+    memset(accread, 0, sizeof accread);
+    r->bufused = bufused;
+    r->accread = accread;
+    r->ntemps = 0;
+    memset(bufused, 1, sizeof bufused);
+    scan_block(r, k->body, 0, 1); /* accread for the whole kernel */
+    int npar = 0;
+    for (IrRef s = k->body; s && s < k->n; s = k->nodes[s].next) {
+        int p = par_index(r, s);
+        if (p < 0) continue;
+        memset(bufused, 0, sizeof bufused);
+        scan_block(r, s, 0, 0);
+        put(r->o, "\nstatic void %s_p%d(void **b, int64_t lo, int64_t hi)\n{\n", k->name, p);
+        put_bufs(r, bufused, 0);
+        r->range = k->nodes[s].var;
+        put_loop(r, &k->nodes[s], 1);
+        r->range = -1;
+        put_str(r->o, "}\n");
+        npar++;
+    }
+    memset(bufused, 0, sizeof bufused);
+    for (IrRef s = k->body; s && s < k->n; s = k->nodes[s].next)
+        if (par_index(r, s) < 0) scan_block(r, s, 0, 0);
+    put(r->o, "\nvoid %s(void **b);\nvoid %s(void **b)\n{\n", k->name, k->name);
+    if (npar) put(r->o, "    const kn_par *par = (const kn_par *)b[%d];\n", k->nbufs);
+    put_bufs(r, bufused, npar > 0);
+    r->range = -2; /* the entry's top level: parallel loops are calls */
     put_block(r, k->body, 1);
+    r->range = -1;
     put_str(r->o, "}\n");
 }
 
-size_t c_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
+static size_t render(const Kernel *const *ks, int nk, const CIsa *isa, char *buf, size_t cap)
 {
     Dag dag; /* 32 KiB */
     Out o = {buf, buf ? cap : 0, 0};
@@ -985,11 +1402,22 @@ size_t c_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
     memset(&r, 0, sizeof r);
     r.o = &o;
     r.d = &dag;
+    r.isa = isa;
+    r.lane = r.range = -1;
+    if (isa) put(&o, "/* SIMD dialect for %s */\n%s%s", isa->name, isa->header, simd_prelude);
     for (size_t i = 0; i < sizeof prelude / sizeof *prelude; i++) put_str(&o, prelude[i]);
+    put_str(&o, threads_prelude);
     for (int i = 0; i < nk; i++) {
         r.k = ks[i];
         put_kernel(&r);
     }
     if (o.cap) o.buf[o.len < o.cap ? o.len : o.cap - 1] = '\0';
     return o.len;
+}
+
+size_t c_render(const Kernel *const *ks, int nk, char *buf, size_t cap) { return render(ks, nk, NULL, buf, cap); }
+
+size_t c_render_isa(const Kernel *const *ks, int nk, const CIsa *isa, char *buf, size_t cap)
+{
+    return render(ks, nk, isa, buf, cap);
 }

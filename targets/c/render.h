@@ -17,8 +17,20 @@
  * uint8_t (bool and u8). Kernel names must differ and be C identifiers that
  * are not keywords (lowering's k<node>_<op> are).
  *
- * Scalar dialect: every loop kind renders as a plain serial loop (parallel
- * and vector code come from later passes and dialects). Results equal the
+ * Threads: a kernel with a top-level parallel loop reads b[nbufs] (one
+ * entry past its buffers) as a `const KnParallel *` (gemm.h) or NULL, and
+ * runs that loop's iterations in chunks through its parallel_for (NULL, or
+ * one thread: all on the caller's thread); the result is the same bit for
+ * bit. Other kernels read only b[0 .. nbufs). Callers pass nbufs + 1
+ * entries, the last NULL when they have no pool.
+ *
+ * A tile kernel (Kernel.tile: a dot template's epilogue) renders as
+ * `void NAME(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0,
+ * int64_t n1)`, its three loops run over batch t, rows [m0, m1) and columns
+ * [n0, n1) only.
+ *
+ * Scalar dialect: every other loop kind renders as a plain serial loop
+ * (vector code comes from the SIMD dialect below). Results equal the
  * interpreter's (interp.c) bit for bit for integers, bool, compares,
  * casts, where, rand, and + - * / sqrt abs floor max min in every float
  * dtype (f16 and bf16 are rounded after every op, as the interpreter
@@ -33,9 +45,27 @@
 
 #include "../../src/ir.h"
 
+/* An instruction set of the SIMD dialect: its name, the system compiler's
+ * flags for it, and the macro header that starts the unit. */
+typedef struct {
+    const char *name;   /* avx512, avx2, sse2, neon, wasm128, scalar */
+    const char *flags;  /* cc options ("-mavx2 -mfma"), never -march=native */
+    const char *header; /* #defines: KN_ISA_<NAME>, KN_FMAF where fused multiply-add exists */
+    int lanes;          /* accumulator lanes of a vector loop, at least: two or more vectors of f32 */
+} CIsa;
+
+extern const CIsa c_isas[]; /* ends with a row of NULLs */
+const CIsa *c_isa(const char *name); /* NULL if unknown */
+const CIsa *c_isa_host(void);        /* this machine's best, by run-time CPU detection */
+
 /* Renders nk kernels into one unit, as snprintf: writes at most cap bytes
  * including the NUL and returns the length the whole text needs. buf may be
  * NULL when cap is 0. Every kernel that ir_verify accepts renders. */
 size_t c_render(const Kernel *const *ks, int nk, char *buf, size_t cap);
+/* The same kernels in the SIMD dialect for isa (cc -std=gnu99 with
+ * isa->flags; TinyCC compiles it too, serially): vector loops are marked
+ * for the vectoriser and accumulate in lanes (so float sums differ from the
+ * scalar dialect's by rounding; pointwise results are the same bits). */
+size_t c_render_isa(const Kernel *const *ks, int nk, const CIsa *isa, char *buf, size_t cap);
 
 #endif
