@@ -37,7 +37,7 @@
 #define SCALAR 1.5     /* the Python number of the scalar cases */
 #define FWD_SEED 1234  /* the context's seed before every forward */
 #define GAP 0.01       /* D_KINK values keep this far from kinks and from each other */
-#define MAX_LEAVES 6
+#define MAX_LEAVES GRADCHECK_MAX_LEAVES
 
 typedef enum {
     D_NORMAL, /* N(0, 1) */
@@ -1197,6 +1197,47 @@ int gradcheck_run(const char *only_op, int print, int *npass, int *nfail)
 }
 
 const char *gradcheck_name(int i) { return i >= 0 && i < NCHECKS ? checks[i].name : NULL; }
+
+/* ---- one case, run another way ---- */
+
+struct GradcheckCase {
+    const Check *k;
+    int v;
+    Case c;
+};
+
+int gradcheck_ncases(int i) { return i >= 0 && i < NCHECKS ? ncases(&checks[i]) : 0; }
+
+GradcheckCase *gradcheck_case(kn_ctx *ctx, int i, int v)
+{
+    if (v < 0 || v >= gradcheck_ncases(i)) return kn_err(ctx, KN_EINVAL, "gradcheck: no case %d of check %d", v, i);
+    GradcheckCase *g = kn_alloc(ctx, sizeof *g);
+    if (!g) return kn_err(ctx, KN_ENOMEM, "out of memory for a gradcheck case");
+    memset(g, 0, sizeof *g);
+    g->k = &checks[i];
+    g->v = v;
+    g->c.ctx = ctx;
+    g->c.rng = seed_of(g->k->name, v);
+    return g;
+}
+
+kn_tensor *gradcheck_forward(GradcheckCase *g)
+{
+    kn_manual_seed(g->c.ctx, FWD_SEED);
+    g->c.k = 0;
+    return forward(g->k, &g->c, g->v);
+}
+
+int gradcheck_leaves(const GradcheckCase *g, kn_tensor **leaves)
+{
+    memcpy(leaves, g->c.leaf, (size_t)g->c.n * sizeof *leaves);
+    return g->c.n;
+}
+
+void gradcheck_case_free(GradcheckCase *g)
+{
+    if (g) kn_dealloc(g->c.ctx, g, sizeof *g);
+}
 
 /* ---- the checker checked: gradients wrong on purpose ----
  * Each body computes one function while grad is on (the analytic pass) and
