@@ -58,7 +58,7 @@ $(B)/libkiln.a: $(LIBOBJ)
 $(B)/kiln: src/main.c $(B)/libkiln.a
 	$(CC) $(CFLAGS) $< $(B)/libkiln.a $(LDLIBS) -o $@
 
-$(B)/tests/%: tests/%.c tests/*.h $(B)/libkiln.a
+$(B)/tests/%: tests/%.c tests/*.h tests/ref/*.h $(B)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
 
@@ -122,7 +122,7 @@ $(W)/libkiln.a: $(patsubst %.c,$(W)/obj/%.o,$(CROSSSRC) port/wasm.c)
 	@rm -f $@
 	$(WASM_AR) rcs $@ $^
 
-$(W)/tests/%.wasm: tests/%.c tests/*.h $(W)/libkiln.a
+$(W)/tests/%.wasm: tests/%.c tests/*.h tests/ref/*.h $(W)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_CFLAGS) $(WASM_LDFLAGS) -Isrc $< $(W)/libkiln.a -lm -o $@
 
