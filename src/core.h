@@ -160,7 +160,8 @@ struct kn_ctx {
     uint32_t logs;           /* KILN_LOGS topics (log.h), one bit each */
     struct Capture *capture; /* kn_call tracing: where writes to concrete tensors are recorded */
     uint64_t public_ops;     /* public op calls so far, nested ones included (kiln explain counts them) */
-    struct Eager *eager;     /* eager ops through compiled kernels (eager.c); NULL: the interpreter */
+    kn_backend eager_backend; /* eager ops (eager.c): the interpreter, or compiled kernels */
+    struct Eager *eager;     /* their kernel cache, made at the first op that needs it */
 };
 
 /* ---- errors ---- */
@@ -286,5 +287,28 @@ void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
 /* ---- kiln ops (opslist.c) ---- */
 int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */
 const char *opslist_composite(int i); /* the i-th composite's name; NULL past the end */
+
+/* ---- eager ops through compiled single-op kernels (eager.c) ---- */
+typedef struct {
+    uint64_t runs;      /* ops run through a kernel */
+    uint64_t hits;      /* of which the kernel was in the cache */
+    uint64_t compiles;  /* signatures compiled (or tried) */
+    uint64_t failures;  /* signatures that did not compile: they run on the interpreter */
+    uint64_t evictions; /* kernels dropped to stay within the cache's size */
+    int entries;        /* kernels cached now */
+    int failed;         /* the backend has no compiler here: everything runs on the interpreter */
+    kn_backend backend; /* the context's eager backend */
+} EagerStats;
+
+void eager_init(kn_ctx *ctx); /* KILN_EAGER (else interp) into the context, when it is made */
+void eager_free(kn_ctx *ctx); /* the kernel cache, when the context goes */
+/* Runs op through a cached kernel of the context's eager backend: 1 with
+ * *out the result (NULL with the error set if it failed), or 0 if the
+ * interpreter should run it (backend interp, an op or view that has no
+ * kernel, no compiler). odt, ond, osh: the result, by the op's shape rule. */
+int eager_run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond, const Dim *osh,
+              kn_tensor **out);
+void eager_stats(const kn_ctx *ctx, EagerStats *st);
+void eager_set_capacity(kn_ctx *ctx, int cap); /* tests: at most cap kernels (1..512) */
 
 #endif

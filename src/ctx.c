@@ -60,6 +60,7 @@ kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
     ctx->seed = opts ? opts->seed : 0;
     ctx->grad_enabled = 1;
     log_init(ctx);
+    eager_init(ctx);
     return ctx;
 }
 
@@ -73,6 +74,7 @@ void kn_ctx_free(kn_ctx *ctx)
     }
     while (ctx->live) kn_free(ctx, ctx->live);
     if (ctx->trace) graph_free(ctx->trace);
+    eager_free(ctx);
     ctx->alloc(ctx->alloc_user, ctx, sizeof *ctx, 0);
 }
 

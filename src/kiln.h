@@ -372,6 +372,12 @@ typedef struct kn_fn kn_fn;
 typedef kn_status (*kn_body_fn)(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out,
                                 int nout);
 typedef enum { KN_BACKEND_C, KN_BACKEND_TCC, KN_BACKEND_INTERP } kn_backend; /* c: system cc, cached */
+/* Eager ops through kernels compiled once per op signature and cached in the context
+ * (tcc: milliseconds per kernel; c: the system compiler, cached on disk). The default is
+ * KN_BACKEND_INTERP, the reference interpreter, unless $KILN_EAGER=c|tcc|interp says
+ * otherwise when the context is made. Without that compiler here, the interpreter runs
+ * (one log line); KILN_LOGS=perf logs each compile. */
+kn_status kn_set_eager_backend(kn_ctx *ctx, kn_backend b);
 typedef enum { KN_MODE_DEFAULT, KN_MODE_REDUCE_OVERHEAD, KN_MODE_MAX_AUTOTUNE } kn_mode;
 typedef enum { KN_DYNAMIC_AUTO, KN_DYNAMIC_ON, KN_DYNAMIC_OFF } kn_dynamic;
 

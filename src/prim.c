@@ -6,7 +6,8 @@
  * node in the graph being traced (ctx->trace) or runs the op eagerly: the
  * movement ops reshape, permute, expand and slice make views of the source's
  * storage; everything else gets a fresh contiguous tensor from the
- * interpreter.
+ * interpreter, or from a compiled kernel when the context's eager backend
+ * is tcc or c (eager.c).
  *
  * Requires: sources of the dtypes and shapes each rule names (composites
  * cast and broadcast first). Produces: a tensor, or NULL with the error set.
@@ -349,8 +350,8 @@ static int shape_fits(kn_ctx *ctx, kn_dtype dt, int nd, const Dim *shape)
     return tensor_check_size(ctx, dt, nd, shape, &bytes);
 }
 
-/* Records the op while tracing; otherwise a view, or a fresh tensor the
- * interpreter fills. */
+/* Records the op while tracing; otherwise a view, or a fresh tensor that
+ * the context's eager kernels (eager.c) or the interpreter fill. */
 static kn_tensor *run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond,
                       const Dim *osh)
 {
@@ -365,7 +366,9 @@ static kn_tensor *run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p
         kn_tensor *v = eager_view(ctx, op, src[0], p, ond, osh, &copy);
         if (!copy) return v;
     }
-    kn_tensor *out = tensor_new(ctx, (kn_dtype)odt, ond, osh);
+    kn_tensor *out = NULL;
+    if (ctx->eager_backend != KN_BACKEND_INTERP && eager_run(ctx, op, src, p, odt, ond, osh, &out)) return out;
+    out = tensor_new(ctx, (kn_dtype)odt, ond, osh);
     if (!out) return NULL;
     if (interp_run(ctx, op, out, src, p) != KN_OK) {
         kn_free(ctx, out);
