@@ -249,13 +249,42 @@ static kn_tensor *vjp_expand(kn_ctx *ctx, kn_tensor *x, kn_tensor *g)
     return n ? p_reduce(ctx, OP_SUM, g, dims, n) : g;
 }
 
-/* slice: scatter g back to positions start + k * step along the dim */
+/* slice: g back at positions start + k * step along the dim, zeros between
+ * and around, made of views and pads (which fuse) rather than a scatter_add
+ * (which runs on the interpreter): a negative step is the positive one from
+ * the last element, over g reversed; a step s > 1 interleaves s - 1 zeros
+ * after each element, as a pad of a new unit dim after the sliced one. */
 static kn_tensor *vjp_slice(kn_ctx *ctx, const Params *p, kn_tensor *x, kn_tensor *g)
 {
     int dim = (int)p->i[0];
-    kn_tensor *k = p_iota(ctx, KN_I64, g->ndim, g->shape, dim);
-    kn_tensor *idx = binc(ctx, OP_ADD, mulc(ctx, k, (double)p->i[3]), (double)p->i[1]);
-    return p_scatter_add(ctx, zeros_like(ctx, x), dim, idx, g);
+    int64_t start = p->i[1], n = p->i[2], step = p->i[3], size = x->shape[dim];
+    if (DIM_IS_SYM(size) || n == 0 || (g->ndim == KN_MAX_DIMS && (step > 1 || step < -1))) {
+        kn_tensor *k = p_iota(ctx, KN_I64, g->ndim, g->shape, dim);
+        kn_tensor *idx = binc(ctx, OP_ADD, mulc(ctx, k, (double)step), (double)start);
+        return p_scatter_add(ctx, zeros_like(ctx, x), dim, idx, g);
+    }
+    if (step < 0) { /* the same elements, first to last */
+        start += (n - 1) * step, step = -step;
+        g = p_slice(ctx, g, dim, n - 1, n, -1);
+    }
+    if (step > 1 && g) {
+        int64_t sh[KN_MAX_DIMS + 1], hi[KN_MAX_DIMS + 1] = {0};
+        for (int d = 0, j = 0; d < g->ndim; d++) {
+            sh[j++] = g->shape[d];
+            if (d == dim) sh[j++] = 1;
+        }
+        hi[dim + 1] = step - 1;
+        kn_tensor *spread = p_pad(ctx, p_reshape(ctx, g, g->ndim + 1, sh), NULL, hi, 0.0); /* (.., n, step, ..) */
+        int64_t flat[KN_MAX_DIMS];
+        memcpy(flat, g->shape, (size_t)g->ndim * sizeof *flat);
+        flat[dim] = n * step;
+        g = p_slice(ctx, p_reshape(ctx, spread, g->ndim, flat), dim, 0, (n - 1) * step + 1, 1);
+    }
+    if (!g) return NULL;
+    int64_t before[KN_MAX_DIMS] = {0}, after[KN_MAX_DIMS] = {0};
+    before[dim] = start;
+    after[dim] = size - start - g->shape[dim];
+    return p_pad(ctx, g, before, after, 0.0);
 }
 
 static kn_tensor *vjp_pad(kn_ctx *ctx, const Params *p, kn_tensor *x, kn_tensor *g)
