@@ -64,6 +64,26 @@ static int fused_cost(const Graph *g, const uint8_t *mat, uint8_t *memo, uint32_
     return cost;
 }
 
+/* The ops (not views) node v, fused into a reader, computes: its own and
+ * its unmaterialised subtree's, counted along every path as the reader's
+ * code would compute them, saturating at 250; -1 if it pulls in a fused
+ * reduction or dot (kept fused: the kernel computes those once per row or
+ * tile, and the values around them are the cheap part). */
+static int fused_ops(const Graph *g, const uint8_t *mat, const uint8_t *fused, uint8_t *memo, uint32_t v)
+{
+    if (memo[v]) return memo[v] - 2;
+    const Node *n = &g->nodes[v];
+    int ops = fused[v] ? -1 : !is_view((Op)n->op);
+    for (int s = 0; s < n->nsrc && ops >= 0 && ops < 250; s++)
+        if (!mat[n->src[s]]) {
+            int o = fused_ops(g, mat, fused, memo, n->src[s]);
+            ops = o < 0 ? -1 : ops + o;
+        }
+    if (ops > 250) ops = 250;
+    memo[v] = (uint8_t)(ops + 2);
+    return ops;
+}
+
 #define NO_KERNEL 0u           /* owner: no kernel reads it (dead) */
 #define MANY_KERNELS UINT32_MAX /* owner: read by two kernels or more */
 
@@ -267,6 +287,21 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
         if (fused[v]) mat[v] = 0;
     }
     for (int i = 0; i < nouts; i++) mat[outs[i]] = 1;
+    /* reads[v]: the places v is read at, views followed to their readers
+     * (a pad read by nine window slices: nine) */
+    uint16_t *reads = arena_alloc(a, g->n * sizeof *reads);
+    if (!reads) return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
+    memset(reads, 0, g->n * sizeof *reads);
+    for (uint32_t v = g->n; v-- > 1;) {
+        const Node *n = &g->nodes[v];
+        uint32_t r = is_view((Op)n->op) && !mat[v] ? reads[v] : 1;
+        for (int s = 0; s < n->nsrc; s++) {
+            uint32_t u = n->src[s];
+            int again = 0;
+            for (int t = 0; t < s; t++) again |= n->src[t] == u;
+            if (!again) reads[u] = (uint16_t)(reads[u] + r > UINT16_MAX ? UINT16_MAX : reads[u] + r);
+        }
+    }
     /* gather and scatter_add read whole buffers (their lowering is the
      * interpreter's for now) */
     for (uint32_t v = 1; v < g->n; v++)
@@ -308,6 +343,29 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
                 mat[v] = changed = 1;
                 break; /* the owners change */
             }
+        }
+        if (changed) continue;
+        /* an expensive value broadcast into a larger kernel (Adam's bias
+         * correction, a pow of scalars, into every parameter's update):
+         * once, not at each element */
+        for (uint32_t v = g->n; v-- > 1;) {
+            uint32_t k = owner[v];
+            if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || k == NO_KERNEL || k == MANY_KERNELS) continue;
+            int64_t nv = tensor_numel(g->nodes[v].ndim, g->nodes[v].shape);
+            int64_t nk = tensor_numel(g->nodes[k].ndim, g->nodes[k].shape);
+            if (nv >= 0 && nv * 16 <= nk && fused_cost(g, mat, memo, v)) {
+                mat[v] = changed = 1;
+                break; /* the outermost such value: it holds the rest */
+            }
+        }
+        if (changed) continue;
+        /* a value read at many places (a convolution's windows, a pool's)
+         * or one that is long, computed once rather than at each read */
+        memset(memo, 0, g->n);
+        for (uint32_t v = g->n; v-- > 1;) {
+            if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || owner[v] == NO_KERNEL) continue;
+            int ops = fused_ops(g, mat, fused, memo, v);
+            if ((reads[v] >= SCHED_MANY_READS && ops >= 4) || (reads[v] >= 2 && ops >= SCHED_LONG)) mat[v] = changed = 1;
         }
     }
     /* a view that is an output is materialised through its own kernel;

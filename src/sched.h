@@ -10,6 +10,8 @@
 #include "core.h"
 
 #define SCHED_MAX_ROW 16 /* reductions fused into one kernel, at most */
+#define SCHED_MANY_READS 4 /* a pointwise value of 4 ops or more read at this many places (through views) is materialised */
+#define SCHED_LONG 32      /* so is one of this many ops read by two */
 
 typedef struct {
     uint8_t *materialised; /* per graph node: 1 if it has a buffer of its own */

@@ -113,6 +113,35 @@ int main(void)
     arena_free(&a2);
     end(ctx);
 
+    /* a value of four ops read at five places through views (a conv's
+     * windows): computed once; read at two, recomputed in its reader */
+    begin(ctx);
+    kn_tensor *v = kn_sub(ctx, kn_mul(ctx, kn_add(ctx, kn_mul(ctx, x, kn_scalar(ctx, 3.0)), kn_scalar(ctx, 1.0)), x),
+                          kn_scalar(ctx, 2.0));
+    y = kn_slice(ctx, v, 1, 0, 4, 1);
+    for (int k = 1; k < 5; k++) y = kn_add(ctx, y, kn_slice(ctx, v, 1, k, k + 4, 1));
+    check_schedule(ctx, &y->node, 1, "%17 sub <- %2 cast %3 reshape %4 expand %6 mul %8 cast %9 reshape %10 expand %11 add %12 mul %14 cast "
+                   "%15 reshape %16 expand\n"
+                   "%26 add <- %18 slice %19 slice %20 add %21 slice %22 add %23 slice %24 add %25 slice\n");
+    end(ctx);
+    begin(ctx);
+    v = kn_sub(ctx, kn_mul(ctx, kn_add(ctx, kn_mul(ctx, x, kn_scalar(ctx, 3.0)), kn_scalar(ctx, 1.0)), x),
+               kn_scalar(ctx, 2.0));
+    y = kn_add(ctx, kn_slice(ctx, v, 1, 0, 4, 1), kn_slice(ctx, v, 1, 4, 8, 1));
+    check_schedule(ctx, &y->node, 1, "%20 add <- %2 cast %3 reshape %4 expand %6 mul %8 cast %9 reshape %10 expand %11 add %12 mul "
+                   "%14 cast %15 reshape %16 expand %17 sub %19 slice %18 slice\n");
+    end(ctx);
+
+    /* a pow of scalars broadcast into a larger kernel (Adam's bias
+     * correction): computed once, not at each element */
+    begin(ctx);
+    kn_tensor *t = kn_full(ctx, KN_F32, 0, NULL, 3.0);
+    kn_tensor *c = kn_sub(ctx, kn_scalar(ctx, 1.0), kn_pow(ctx, kn_full(ctx, KN_F32, 0, NULL, 0.9), t));
+    y = kn_div(ctx, x, c);
+    check_schedule(ctx, &y->node, 1, "%6 sub <- %5 cast %2 full %1 full %3 pow\n"
+                   "%10 div <- %7 reshape %8 expand\n");
+    end(ctx);
+
     kn_ctx_free(ctx);
     TEST_END("sched");
 }
