@@ -56,6 +56,10 @@ static void copy_elems(kn_tensor *dst, const kn_tensor *src, char *buf)
     kn_dtype dd = (kn_dtype)dst->dtype, sd = (kn_dtype)src->dtype;
     size_t es = kn_dtype_size(dd);
     int64_t n = tensor_numel(src->ndim, src->shape);
+    if (dd == sd && kn_is_contiguous(src) && (buf || kn_is_contiguous(dst))) { /* one block (a step's parameters) */
+        memmove(buf ? (void *)buf : tensor_ptr(dst, dst->offset), tensor_ptr(src, src->offset), (size_t)n * es);
+        return;
+    }
     int64_t si[KN_MAX_DIMS] = {0}, di[KN_MAX_DIMS] = {0}, so = src->offset, dof = dst->offset;
     for (int64_t k = 0; k < n; k++) {
         void *dp = buf ? (void *)(buf + (size_t)k * es) : tensor_ptr(dst, dof);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core.h"
 #include "train.h"
 #include "data.h"
 #include "models.h"
@@ -102,8 +103,19 @@ static double now_s(void) { return (double)port_now_ns() / 1e9; }
 /* rows idx[0..n) of x (N, ...) */
 static kn_tensor *rows(kn_ctx *ctx, kn_tensor *x, const int64_t *idx, int64_t n)
 {
-    kn_tensor *i = kn_tensor_from(ctx, KN_I64, 1, &n, idx);
-    return kn_contiguous(ctx, kn_index_select(ctx, x, 0, i));
+    if (!kn_is_contiguous(x) || x->ndim < 1 || ctx->capture) { /* the general way */
+        kn_tensor *i = kn_tensor_from(ctx, KN_I64, 1, &n, idx);
+        return kn_contiguous(ctx, kn_index_select(ctx, x, 0, i));
+    }
+    Dim sh[KN_MAX_DIMS];
+    memcpy(sh, x->shape, (size_t)x->ndim * sizeof *sh);
+    sh[0] = n;
+    kn_tensor *r = tensor_new(ctx, (kn_dtype)x->dtype, x->ndim, sh);
+    if (!r) return NULL;
+    int64_t row = x->shape[0] ? tensor_numel(x->ndim, x->shape) / x->shape[0] : 0;
+    size_t bytes = (size_t)row * kn_dtype_size((kn_dtype)x->dtype);
+    for (int64_t i = 0; i < n; i++) memcpy(tensor_ptr(r, i * row), tensor_ptr(x, x->offset + idx[i] * row), bytes);
+    return r;
 }
 
 static void bar(const TrainOpts *o, int epoch, int64_t step, int64_t steps, double loss, double acc, double rate)
