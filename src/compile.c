@@ -321,7 +321,7 @@ typedef struct Tune {
     int n;              /* candidates to time */
     Kernel *k[TUNE_N];  /* a loop kernel's candidates */
     GemmSpec g[TUNE_N]; /* or a dot's */
-    char name[TUNE_N][40];
+    char name[TUNE_N][48];
     void *fn[TUNE_N];
 } Tune;
 
