@@ -72,7 +72,7 @@ deps:
 demo: deps
 	+@$(MAKE) --no-print-directory all $(B)/first
 	$(B)/first
-	$(B)/kiln train --model mlp --epochs 2 --backend c
+	$(B)/kiln train --model smallcnn --epochs 2 --backend c
 
 $(B)/%: examples/%.c $(B)/libkiln.a
 	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
