@@ -37,7 +37,7 @@ static void *sym(void *module, const char *name) { return port_jit_sym(module, n
 static void unload(void *module) { port_jit_free(module); }
 
 /* dots: packed SIMD micro-kernels for cc, the scalar tiled loop for tcc */
-static size_t cc_dot(const GemmSpec *s, char *buf, size_t cap) { return gemm_render(s, GEMM_SIMD, buf, cap); }
+static size_t cc_dot(const GemmSpec *s, char *buf, size_t cap) { return gemm_render(s, GEMM_SIMD_HOST, buf, cap); }
 static size_t tcc_dot(const GemmSpec *s, char *buf, size_t cap) { return gemm_render(s, GEMM_SCALAR, buf, cap); }
 
 typedef void (*KernelFn)(void **bufs);

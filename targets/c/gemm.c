@@ -373,21 +373,35 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     render_par(o, s, isa, &bk);
 }
 
-static void render_simd(Out *o, const GemmSpec *s)
+/* The best ISA copy this machine runs: 2 avx512f, 1 avx2+fma, 0 base. */
+static int host_isa(void)
 {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__TINYC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+#endif
+    return 0;
+}
+
+/* only: -1 renders every copy; 0..2 that one alone (GEMM_SIMD_HOST) */
+static void render_simd(Out *o, const GemmSpec *s, int only)
+{
+    static const Isa *const isas[3] = {&isa_base, &isa_avx2, &isa_avx512};
+    static const char *const ids[3] = {"base", "avx2", "avx512"};
     const char *n = s->name;
     put_head(o, s, "simd");
     put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_par; "
            "/* KnParallel */\n", n);
     put(o, "typedef struct { T *C; const T *A, *B, *bias; ptrdiff_t slot; int tasks; void **eb; } %s_job;\n", n);
     put(o, "#if defined(__x86_64__) || defined(__i386__)\n#define %s_X86 1\n", n);
-    render_isa(o, s, &isa_avx512);
-    render_isa(o, s, &isa_avx2);
+    for (int i = 2; i >= 1; i--)
+        if (only < 0 || only == i) render_isa(o, s, isas[i]);
     put(o, "#endif\n");
-    render_isa(o, s, &isa_base);
+    if (only <= 0) render_isa(o, s, isas[0]);
 
     /* NAME_isa(b, isa): runs with ISA isa (0 base, 1 avx2+fma, 2 avx512f; -1 the best there is) and
-     * returns it, or returns -1 without running when this CPU lacks it */
+     * returns it, or returns -1 without running when this CPU lacks it or the unit has no copy of it */
     put(o, "\nint %s_isa(void **b, int isa)\n{\n", n);
     put(o, "    static int best = -1;\n");
     put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1], *B = (const T *)b[2];\n");
@@ -399,17 +413,21 @@ static void render_simd(Out *o, const GemmSpec *s)
            "        if (__builtin_cpu_supports(\"avx512f\")) found = 2;\n"
            "        else if (__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) found = 1;\n"
            "#endif\n        best = found;\n    }\n");
-    put(o, "    if (isa < 0) isa = best;\n    if (isa > best) return -1;\n");
+    if (only < 0) put(o, "    if (isa < 0) isa = best;\n");
+    else put(o, "    if (isa < 0) isa = %d;\n", only);
+    put(o, "    if (isa > best) return -1;\n");
     put(o, "#ifdef %s_X86\n", n);
     for (int i = 2; i >= 0; i--) {
-        const char *id = i == 2 ? "avx512" : i == 1 ? "avx2" : "base";
         if (i == 0) put(o, "#endif\n");
+        if (only >= 0 && only != i) continue;
         put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, par, eb))\n"
                "            %s_%s_cols(C, A, B, bias, 0, %lld, %s_%s_ap, %s_%s_bp, eb);\n        return %d;\n    }\n",
-            i, n, id, n, id, (ll)s->N, n, id, n, id, i);
+            i, n, ids[i], n, ids[i], (ll)s->N, n, ids[i], n, ids[i], i);
     }
     put(o, "    return -1;\n}\n");
-    put(o, "\nvoid %s(void **b)\n{\n    (void)%s_isa(b, -1);\n}\n", n, n);
+    if (only < 0) put(o, "\nvoid %s(void **b)\n{\n    (void)%s_isa(b, -1);\n}\n", n, n);
+    else /* rendered here for here: a CPU without the copy never loads this text */
+        put(o, "\nvoid %s(void **b)\n{\n    if (%s_isa(b, %d) < 0) __builtin_trap();\n}\n", n, n, only);
 }
 
 static int valid_name(const char *p)
@@ -429,12 +447,12 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
     if (s->kc < 0 || s->mc < 0 || s->kc > 4096 || s->mc > 4096) return 0;
     if (s->dtype != GEMM_F32 && s->dtype != GEMM_F64) return 0;
     if (s->act < GEMM_ACT_NONE || s->act > GEMM_ACT_GELU_TANH) return 0;
-    if (dialect != GEMM_SCALAR && dialect != GEMM_SIMD) return 0;
+    if (dialect != GEMM_SCALAR && dialect != GEMM_SIMD && dialect != GEMM_SIMD_HOST) return 0;
     o.buf = buf;
     o.cap = buf ? cap : 0;
     o.len = 0;
     if (o.cap) o.buf[0] = 0;
     if (dialect == GEMM_SCALAR) render_scalar(&o, s);
-    else render_simd(&o, s);
+    else render_simd(&o, s, dialect == GEMM_SIMD ? -1 : host_isa());
     return o.len;
 }

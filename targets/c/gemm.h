@@ -42,7 +42,12 @@
  *          with __builtin_cpu_supports;
  *     elsewhere (aarch64, wasm32 -msimd128, ...): one 16-byte-vector copy
  *          (6x8 f32) with no target attributes.
- *   No -march flags are needed (none should be passed). Packing scratch is
+ *   No -march flags are needed (none should be passed).
+ * - GEMM_SIMD_HOST: GEMM_SIMD with only the copy this machine runs best
+ *   (chosen when rendering): a third of the text, so a third of the
+ *   compile, for code compiled where it runs (backend c's JIT; its cache
+ *   is keyed by the text, so another machine renders and caches its own).
+ *   NAME_isa(b, isa) runs that copy only. Packing scratch is
  *   a static, 64-byte-aligned buffer per ISA copy sized for this spec's
  *   blocks (zero-filled bss: untouched copies cost no memory), so no malloc
  *   on any path; NAME is therefore not reentrant (nor are its threaded runs). The column-range worker
@@ -80,7 +85,7 @@ typedef struct KnParallel {
     int threads;
 } KnParallel;
 
-enum { GEMM_SCALAR = 0, GEMM_SIMD = 1 };
+enum { GEMM_SCALAR = 0, GEMM_SIMD = 1, GEMM_SIMD_HOST = 2 };
 size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
 
 #endif
