@@ -75,7 +75,11 @@ int cli_explain(int argc, char **argv)
     Sink *s = calloc(1, sizeof *s);
     if (!ctx || !s) return 1;
     kn_set_log(ctx, sink, s);
-    kn_set_logs(ctx, "graph_breaks,guards,recompiles,partition,perf");
+    char topics[512]; /* what explain reads, and whatever $KILN_LOGS asks for besides */
+    const char *env = getenv("KILN_LOGS");
+    snprintf(topics, sizeof topics, "graph_breaks,guards,recompiles,partition,perf%s%.400s", env && *env ? "," : "",
+             env ? env : "");
+    kn_set_logs(ctx, topics);
     ModelCfg cfg = {0};
     Model *m = model_new(ctx, name, &cfg);
     kn_tensor *x, *y;
@@ -207,6 +211,7 @@ static int bench_one(const char *suite, const char *name, int json, int quick)
             return 1;
         }
         kn_set_grad_enabled(ctx, train);
+        if (b == 0) kn_set_eager_backend(ctx, KN_BACKEND_C); /* kiln's eager mode at its best: cached op kernels */
         kn_compile_opts o = {.backend = bes[b], .params = model_params(m), .nparams = model_nparams(m), .name = name};
         kn_fn *f = b ? kn_compile(ctx, step_body, &w, &o) : NULL;
         kn_tensor *in[2] = {x, y}, *out[1];
