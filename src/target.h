@@ -60,7 +60,7 @@ typedef struct Target {
     void (*unload)(void *module);
     void (*run)(void *fn, void **bufs, const Kernel *k);               /* run one kernel */
     /* optional: a dot as a tuned template, b[0] = C, b[1] = A, b[2] = B, b[3] = bias, b[4] = thread pool,
-     * b[5] = the epilogue's buffers; snprintf-style */
+     * b[5] = the epilogue's buffers, b[6] = the epilogue's entry (NULL: the one the spec names); snprintf-style */
     size_t (*render_dot)(const GemmSpec *s, char *buf, size_t cap);
 } Target;
 

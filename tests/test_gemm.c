@@ -143,6 +143,7 @@ static void **case_bufs(Case *c, void **b)
 {
     b[4] = NULL;
     b[5] = c->s.epilogue ? c->eb : NULL;
+    b[6] = NULL; /* the epilogue by its name */
     size_t es = c->s.dtype == GEMM_F32 ? 4 : 8;
     int64_t i;
     for (i = 0; i < c->nc + 2 * GUARD; i++) set(c->Cg, c->s.dtype, i, SENTINEL);
@@ -206,7 +207,7 @@ static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1)
     size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
     int big = c->s.batch * c->s.M * c->s.N * c->s.K >= (1 << 20), th;
     for (th = 2; th <= 3; th++) {
-        void *bufs[6];
+        void *bufs[7];
         KnParallel par;
         int calls = par_calls;
         par.parallel_for = counted_for;
@@ -225,13 +226,23 @@ static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1)
     port_set_threads(0);
 }
 
+/* an epilogue given by pointer (b[6]): counts its calls, runs the unit's own */
+typedef void (*Epi)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);
+static Epi epi_inner;
+static int epi_calls;
+static void epi_counting(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
+{
+    epi_calls++;
+    epi_inner(b, t, m0, m1, n0, n1);
+}
+
 /* GEMM_SIMD_HOST: one ISA copy (this machine's best), shorter than
  * GEMM_SIMD's three, and the same results */
 static void host_case(int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la, int lb, int bias, int act,
                       int epi)
 {
     Case c;
-    void *bufs[6];
+    void *bufs[7];
     char why[256];
     case_init(&c, dt, batch, M, N, K, la, lb, bias, act);
     if (epi) case_epilogue(&c);
@@ -247,6 +258,19 @@ static void host_case(int dt, int64_t batch, int64_t M, int64_t N, int64_t K, in
         memcpy(&f, &p, sizeof p);
         f(case_bufs(&c, bufs));
         case_check(&c, "simd/host");
+        if (epi) { /* the epilogue given as b[6], as dots sharing a unit give theirs */
+            void *q = port_jit_sym(m, c.s.epilogue);
+            Epi counting = epi_counting;
+            case_bufs(&c, bufs);
+            memcpy(&bufs[6], &counting, sizeof counting);
+            if (CHECK(q != NULL)) {
+                memcpy(&epi_inner, &q, sizeof q);
+                epi_calls = 0;
+                f(bufs);
+                case_check(&c, "simd/host, epilogue by pointer");
+                CHECK(epi_calls > 0);
+            }
+        }
     }
     port_jit_free(m);
     free(src);
@@ -257,7 +281,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
                      int lb, int bias, int act, int epi)
 {
     Case c;
-    void *bufs[6];
+    void *bufs[7];
     char why[256];
     case_init(&c, dt, batch, M, N, K, la, lb, bias, act);
     if (epi) case_epilogue(&c);

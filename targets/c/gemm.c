@@ -69,7 +69,17 @@ static void put_head(Out *o, const GemmSpec *s, const char *dialect)
         s->act == GEMM_ACT_RELU ? ", relu" : s->act == GEMM_ACT_GELU_TANH ? ", gelu_tanh" : "");
     put(o, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n");
     put(o, "typedef %s T;\n", s->dtype == GEMM_F32 ? "float" : "double");
-    if (s->epilogue) put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
+    if (!s->epilogue) return;
+    put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
+    put(o, "typedef void (*%s_epi_t)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n", s->name);
+    put(o, "static %s_epi_t %s_epi; /* this call's: b[6], or %s */\n", s->name, s->name, s->epilogue);
+}
+
+/* the entry's epilogue: b[6] when the caller gives one (dots of one shape
+ * sharing a unit, each with its own epilogue), else the named one */
+static void put_epi(Out *o, const GemmSpec *s)
+{
+    if (s->epilogue) put(o, "    %s_epi = b[6] ? (%s_epi_t)b[6] : %s;\n", s->name, s->name, s->epilogue);
 }
 
 /* ---- scalar dialect ---- */
@@ -82,6 +92,7 @@ static void render_scalar(Out *o, const GemmSpec *s)
     put(o, "void %s(void **b)\n{\n", s->name);
     put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1];\n    const T *B = (const T *)b[2];\n");
     if (s->epilogue) put(o, "    void **eb = (void **)b[5];\n");
+    put_epi(o, s);
     if (s->bias) put(o, "    const T *bias = (const T *)b[3];\n");
     put(o, "    ptrdiff_t t, i, j, k, ii, jj, mi, nj;\n    T acc[%d][%d];\n", SMR, SNR);
     put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
@@ -111,7 +122,7 @@ static void render_scalar(Out *o, const GemmSpec *s)
     }
     put(o, "                        c[(i + ii) * %lld + j + jj] = x;\n", (ll)s->N);
     put(o, "                    }\n");
-    if (s->epilogue) put(o, "                %s(eb, t, i, i + mi, j, j + nj);\n", s->epilogue);
+    if (s->epilogue) put(o, "                %s_epi(eb, t, i, i + mi, j, j + nj);\n", s->name);
     put(o, "            }\n        }\n    }\n}\n");
 }
 
@@ -368,7 +379,7 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
            "                            }\n",
         N);
     if (s->epilogue)
-        put(o, "                            if (last) %s(eb, t, ic + ir, ic + ir + h, jc + jr, jc + jr + w);\n", s->epilogue);
+        put(o, "                            if (last) %s_epi(eb, t, ic + ir, ic + ir + h, jc + jr, jc + jr + w);\n", s->name);
     put(o, "                        }\n                    }\n                }\n            }\n        }\n    }\n}\n");
     render_par(o, s, isa, &bk);
 }
@@ -408,6 +419,7 @@ static void render_simd(Out *o, const GemmSpec *s, int only)
     put(o, "    const T *bias = %s;\n", s->bias ? "(const T *)b[3]" : "0");
     put(o, "    const %s_par *par = (const %s_par *)b[4];\n", n, n);
     put(o, "    void **eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
+    put_epi(o, s);
     put(o, "    if (best < 0) {\n        int found = 0;\n#ifdef %s_X86\n", n);
     put(o, "        __builtin_cpu_init();\n"
            "        if (__builtin_cpu_supports(\"avx512f\")) found = 2;\n"

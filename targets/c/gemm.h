@@ -4,13 +4,16 @@
  *
  *     void NAME(void **b);   // b[0] = C, b[1] = A, b[2] = B, b[3] = bias (if any),
  *                            // b[4] = const KnParallel * or NULL (b has 5 entries),
- *                            // b[5] = the epilogue's buffers (with spec.epilogue)
+ *                            // b[5] = the epilogue's buffers (with spec.epilogue),
+ *                            // b[6] = the epilogue to call, or NULL for EPILOGUE
+ *                            //        (b has 7 entries with spec.epilogue)
  *
  * that computes, for every batch index t < batch,
  *
  *     C[t][m][n] = act( sum_k A[t][m][k] * B[t][k][n]  +  bias[n] )
  *
- * and then, with spec.epilogue, EPILOGUE(b[5], t, m0, m1, n0, n1) once on
+ * and then, with spec.epilogue, EPILOGUE(b[5], t, m0, m1, n0, n1) (or
+ * b[6]'s function, so dots of one spec can share one unit) once on
  * each tile of C when it is final (a tile kernel of the same unit, which
  * reads C back and rewrites it: a fused bias, activation, residual, ...).
  *
