@@ -42,6 +42,8 @@ typedef struct {
     uint32_t root[2];   /* the buffers A and B are views of */
     int64_t off[2];     /* and where the views start, in elements */
     struct Tune *tune;  /* max-autotune: its candidates, or NULL */
+    int shares;         /* a dot whose spec an earlier step's has (names aside): that step, else -1 */
+    void *epi;          /* a dot's epilogue entry, handed to the template (so it can share a unit) */
 } Step;
 
 struct Program {
@@ -559,6 +561,16 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
     return 0;
 }
 
+/* Whether two dots can run one template unit: the same spec but for the
+ * names (each passes its own epilogue entry). */
+static int same_gemm(const GemmSpec *a, const GemmSpec *b)
+{
+    return a->dtype == b->dtype && a->batch == b->batch && a->M == b->M && a->N == b->N && a->K == b->K &&
+           a->sa_b == b->sa_b && a->sa_m == b->sa_m && a->sa_k == b->sa_k && a->sb_b == b->sb_b &&
+           a->sb_k == b->sb_k && a->sb_n == b->sb_n && a->bias == b->bias && a->act == b->act &&
+           !a->epilogue == !b->epilogue && a->kc == b->kc && a->mc == b->mc;
+}
+
 /* Renders every kernel into one unit, compiles and loads it, finds each entry. */
 static int load_kernels(kn_ctx *ctx, Program *p)
 {
@@ -577,11 +589,19 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     for (int s = 0; s < p->nsteps; s++) p->ninterp += p->steps[s].interp;
     p->nkernels = p->nsteps - p->ninterp;
     if (!nk && !ng) return 0;
+    /* one template per distinct dot spec (a transformer's layers repeat theirs) */
+    for (int s = 0; s < p->nsteps; s++) {
+        Step *st = &p->steps[s];
+        st->shares = -1;
+        for (int e = 0; e < s && st->gemm && !st->tune && st->shares < 0; e++)
+            if (p->steps[e].gemm && !p->steps[e].tune && p->steps[e].shares < 0 && same_gemm(p->steps[e].gemm, st->gemm))
+                st->shares = e;
+    }
     /* one unit: the loop kernels, then each dot's template */
     size_t len = nk ? p->t->render(ks, nk, NULL, 0) : 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
-        for (int i = 0; st->gemm && i < (st->tune ? st->tune->n : 1); i++)
+        for (int i = 0; st->gemm && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++)
             len += p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, NULL, 0);
     }
     char *src = arena_alloc(&p->arena, len + 1), why[512];
@@ -589,7 +609,7 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     size_t at = nk ? p->t->render(ks, nk, src, len + 1) : 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
-        for (int i = 0; st->gemm && i < (st->tune ? st->tune->n : 1); i++)
+        for (int i = 0; st->gemm && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++)
             at += p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, src + at, len + 1 - at);
     }
     p->code_bytes = len;
@@ -605,9 +625,11 @@ static int load_kernels(kn_ctx *ctx, Program *p)
             if (tune_step(ctx, p, st)) return ctx->status;
             continue;
         }
-        const char *name = st->gemm ? st->gemm->name : st->k ? st->k->name : NULL;
+        const char *name = st->gemm ? p->steps[st->shares < 0 ? s : st->shares].gemm->name : st->k ? st->k->name : NULL;
         if (!st->interp && !(st->fn = p->t->sym(p->module, name)))
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, name);
+        if (st->gemm && st->k && !(st->epi = p->t->sym(p->module, st->k->name)))
+            return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, st->k->name);
     }
     return 0;
 }
@@ -684,8 +706,8 @@ static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
     if (st->k && st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
     for (int b = 0; st->k && b < st->k->nbufs; b++) eb[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
     if (st->k) eb[st->k->nbufs] = &par;
-    void *bufs[6] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
-                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par, eb};
+    void *bufs[7] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
+                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par, eb, st->epi};
     p->t->run(st->fn, bufs, NULL);
     return KN_OK;
 }

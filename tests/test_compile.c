@@ -217,6 +217,46 @@ static void test_autotune(kn_ctx *ctx)
 #endif
 }
 
+/* counts the dot template units in the generated code */
+static void count_units(void *user, const char *line)
+{
+    for (const char *q = line; (q = strstr(q, "/* kiln gemm ")) != NULL; q++) ++*(int *)user;
+}
+
+/* Two dots of one spec, each with its own epilogue (bias + relu, bias +
+ * gelu): one template unit, each dot calling its own epilogue through it. */
+static void test_shared_dots(kn_ctx *ctx)
+{
+    int64_t sx[2] = {7, 16}, sw[2] = {16, 16}, sb = 16;
+    kn_tensor *x = kn_randn(ctx, KN_F32, 2, sx), *w = kn_randn(ctx, KN_F32, 2, sw), *b = kn_randn(ctx, KN_F32, 1, &sb);
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *want = kn_gelu(ctx, kn_linear(ctx, kn_relu(ctx, kn_linear(ctx, x, w, b)), w, b), 1);
+        ctx->trace = graph_new(ctx);
+        kn_tensor *y = kn_gelu(ctx, kn_linear(ctx, kn_relu(ctx, kn_linear(ctx, x, w, b)), w, b), 1);
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        int units = 0;
+        kn_set_log(ctx, count_units, &units);
+        kn_set_logs(ctx, "output_code");
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT};
+        Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+        kn_set_logs(ctx, "");
+        kn_set_log(ctx, NULL, NULL);
+        kn_tensor *got = NULL;
+        int same = 0;
+        double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
+                                                                                      : INFINITY;
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0};
+        if (p) program_stats(p, &st);
+        CHECK_MSG(same && d < 2e-5, "shared dots on %s: %s, max rel diff %g", st.backend, kn_last_error(ctx), d);
+        if (strcmp(st.backend, "interp") != 0) CHECK_MSG(units == 1, "%s: %d dot units for two dots of one spec", st.backend, units);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
 int main(void)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
@@ -234,6 +274,7 @@ int main(void)
     in[7] = kn_tensor_from(ctx, KN_I64, 1, &s7, rows);                        /* rows of 5 */
     if (!port_jit_available(PORT_TCC) || !port_jit_available(PORT_CC))
         printf("SKIP compile: a JIT is missing on this platform (%s): programs run on the interpreter\n", port_name());
+    test_shared_dots(ctx);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         run_case(ctx, (int)c, BACKEND_TCC, in, MAXIN);
         run_case(ctx, (int)c, BACKEND_C, in, MAXIN);
