@@ -1,0 +1,59 @@
+/*
+ * gemm_rt.h — a batched matrix product compiled into the library by the
+ * build's compiler (gcc or clang -O2), for whoever cannot render a good one:
+ * the interpreter's dot, and backend tcc (TinyCC's own code for a GEMM is
+ * scalar and slow, so its dot units call this; port/jit_tcc.c hands libtcc
+ * the symbol).
+ *
+ *     KnRtGemm g = {0};
+ *     g.C = c, g.A = a, g.B = b;                 // C (batch, M, N) contiguous
+ *     g.dtype = GEMM_F32, g.batch = 1, g.M = m, g.N = n, g.K = k;
+ *     g.sa_m = k, g.sa_k = 1, g.sb_k = n, g.sb_n = 1;
+ *     kn_rt_gemm(&g);
+ *
+ * computes, for every t < batch,
+ *
+ *     C[t][m][n] = act( sum_k A[t][m][k] * B[t][k][n]  +  bias[n] )
+ *
+ * with A[t][m][k] = A[t*sa_b + m*sa_m + k*sa_k] (elements, any sign, 0 to
+ * broadcast) and B likewise: the GemmSpec of src/target.h, at run time.
+ * dtype is GEMM_F32 or GEMM_F64 (0, 1), act GEMM_ACT_NONE, _RELU or
+ * _GELU_TANH (0, 1, 2) with the formulas of targets/c/gemm.c. Accumulation
+ * is in the element type.
+ *
+ * Scratch (packed panels): work, if work_bytes >= kn_rt_gemm_work(g);
+ * otherwise each task's own stack, at most 352 KiB of it. Nothing is
+ * allocated and nothing static is written, so calls are reentrant.
+ * Threads: with parallel_for (port_parallel_for's contract) and threads >
+ * 1, a problem of at least 2^20 multiply-adds is split into up to 16
+ * tasks by columns (or rows, when N is narrow). Every element is computed
+ * by one task with the same operations in the same order, so C is bitwise
+ * the one-thread result.
+ *
+ * Generated code declares this struct itself (targets/c/gemm.c,
+ * GEMM_RUNTIME): change the two together.
+ */
+#ifndef KN_GEMM_RT_H
+#define KN_GEMM_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct KnRtGemm {
+    void *C;                  /* (batch, M, N), contiguous */
+    const void *A, *B, *bias; /* bias: N elements, or NULL */
+    int64_t batch, M, N, K;   /* each >= 1 */
+    int64_t sa_b, sa_m, sa_k; /* A[t][m][k] is A[t*sa_b + m*sa_m + k*sa_k] */
+    int64_t sb_b, sb_k, sb_n; /* B[t][k][n] is B[t*sb_b + k*sb_k + n*sb_n] */
+    int dtype, act;           /* GEMM_F32 / GEMM_F64, GEMM_ACT_* */
+    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg); /* or NULL: one thread */
+    int threads;
+    void *work;               /* or NULL: scratch on the stack */
+    size_t work_bytes;
+} KnRtGemm;
+
+/* bytes of work that g (with its threads) uses, 64 of them for alignment */
+size_t kn_rt_gemm_work(const KnRtGemm *g);
+void kn_rt_gemm(const KnRtGemm *g);
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * test_gemm_rt.c — src/gemm_rt.c: kn_rt_gemm against a naive loop
+ * accumulated in double. Sizes 1 to 257 (odd ones, edges of every tile
+ * and block), operands row-major, transposed, with padded rows, and
+ * broadcast over the batch (stride 0); bias and each activation; f32 and
+ * f64; batches of 1 to 3. Accuracy: |C - ref| <= (K + 2) u sum_k |a b| +
+ * |bias| (the classical bound, u the unit roundoff) plus a few ulp for the
+ * activation. Guard values either side of C must survive, C's old contents
+ * must not leak in. Scratch from work or from the stack, one thread or 2
+ * and 3 tasks: bitwise the same C.
+ */
+#include <stdlib.h>
+
+#include "../port/port.h"
+#include "../src/gemm_rt.h"
+#include "../src/target.h"
+#include "test.h"
+
+enum { GUARD = 19 };
+static const double SENTINEL = 4321.0;
+
+static unsigned rng = 777u;
+static double rnd(void)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (double)(rng >> 8) / (double)(1u << 24) * 2.0 - 1.0;
+}
+
+/* operand [batch][R][Cc] with layout 0 row-major, 1 transposed, 2 padded rows and batches,
+ * 3 broadcast over the batch; returns its element count */
+static int64_t layout(int lay, int64_t batch, int64_t R, int64_t Cc, int64_t *sb, int64_t *sr, int64_t *sc)
+{
+    switch (lay) {
+    case 1: *sr = 1, *sc = R, *sb = R * Cc; return batch * R * Cc;
+    case 2: *sr = Cc + 3, *sc = 1, *sb = R * (Cc + 3) + 5; return batch * *sb;
+    case 3: *sr = Cc, *sc = 1, *sb = 0; return R * Cc;
+    default: *sr = Cc, *sc = 1, *sb = R * Cc; return batch * R * Cc;
+    }
+}
+
+static double get(const void *p, int dt, int64_t i)
+{
+    return dt == GEMM_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+static void set(void *p, int dt, int64_t i, double v)
+{
+    if (dt == GEMM_F32) ((float *)p)[i] = (float)v;
+    else ((double *)p)[i] = v;
+}
+
+static double act_ref(int act, double x)
+{
+    if (act == GEMM_ACT_RELU) return x < 0 ? 0 : x;
+    if (act == GEMM_ACT_GELU_TANH) return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    return x;
+}
+
+typedef struct {
+    KnRtGemm g;
+    void *A, *B, *bias, *Cg; /* Cg: C with GUARD elements either side */
+    double *ref, *mag;
+    size_t es;
+} Case;
+
+static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la, int lb, int bias, int act)
+{
+    KnRtGemm *g = &c->g;
+    memset(c, 0, sizeof *c);
+    c->es = dt == GEMM_F32 ? 4 : 8;
+    g->dtype = dt, g->act = act;
+    g->batch = batch, g->M = M, g->N = N, g->K = K;
+    int64_t na = layout(la, batch, M, K, &g->sa_b, &g->sa_m, &g->sa_k);
+    int64_t nb = layout(lb, batch, K, N, &g->sb_b, &g->sb_k, &g->sb_n), nc = batch * M * N;
+    c->A = malloc((size_t)na * c->es);
+    c->B = malloc((size_t)nb * c->es);
+    c->bias = bias ? malloc((size_t)N * c->es) : NULL;
+    c->Cg = malloc((size_t)(nc + 2 * GUARD) * c->es);
+    c->ref = malloc((size_t)nc * sizeof(double));
+    c->mag = malloc((size_t)nc * sizeof(double));
+    for (int64_t i = 0; i < na; i++) set(c->A, dt, i, rnd());
+    for (int64_t i = 0; i < nb; i++) set(c->B, dt, i, rnd());
+    for (int64_t i = 0; bias && i < N; i++) set(c->bias, dt, i, rnd());
+    for (int64_t t = 0; t < batch; t++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double acc = 0, mag = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    double p = get(c->A, dt, t * g->sa_b + m * g->sa_m + k * g->sa_k) *
+                               get(c->B, dt, t * g->sb_b + k * g->sb_k + n * g->sb_n);
+                    acc += p, mag += fabs(p);
+                }
+                if (bias) acc += get(c->bias, dt, n), mag += fabs(get(c->bias, dt, n));
+                c->ref[(t * M + m) * N + n] = act_ref(act, acc);
+                c->mag[(t * M + m) * N + n] = mag;
+            }
+    g->A = c->A, g->B = c->B, g->bias = c->bias;
+    g->C = (char *)c->Cg + GUARD * c->es;
+}
+
+static void case_free(Case *c) { free(c->A), free(c->B), free(c->bias), free(c->Cg), free(c->ref), free(c->mag); }
+
+/* runs the case into C prefilled with SENTINEL; 1 if C and its guards are right */
+static int case_run(Case *c, const char *what)
+{
+    const KnRtGemm *g = &c->g;
+    int dt = g->dtype;
+    int64_t nc = g->batch * g->M * g->N;
+    double u = dt == GEMM_F32 ? 0x1p-24 : 0x1p-53, worst = 0;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < nc + 2 * GUARD; i++) set(c->Cg, dt, i, SENTINEL);
+    kn_rt_gemm(g);
+    for (int64_t i = 0; i < nc; i++) {
+        double x = get(g->C, dt, i), r = c->ref[i];
+        double tol = (double)(g->K + 2) * u * c->mag[i] + 8 * u * fabs(r) + 1e-300;
+        double e = fabs(x - r) / tol;
+        if (!(e <= 1)) {
+            if (bad < 0) bad = i;
+            worst = e > worst || e != e ? e : worst;
+        }
+    }
+    int guards = 1;
+    for (int64_t i = 0; i < GUARD; i++)
+        guards = guards && get(c->Cg, dt, i) == SENTINEL && get(c->Cg, dt, GUARD + nc + i) == SENTINEL;
+    CHECK_MSG(bad < 0 && guards, "%s: %s batch %lld, %lldx%lldx%lld (M N K), strides A (%lld %lld %lld) B (%lld %lld %lld), bias %d, act %d: "
+              "element %lld off by %.3g of its bound, guards %s", what, dt == GEMM_F32 ? "f32" : "f64", (long long)g->batch,
+              (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->sa_b, (long long)g->sa_m, (long long)g->sa_k,
+              (long long)g->sb_b, (long long)g->sb_k, (long long)g->sb_n, g->bias != NULL, g->act, (long long)bad, worst,
+              guards ? "intact" : "overwritten");
+    return bad < 0 && guards;
+}
+
+static const int64_t sizes[] = {1, 2, 3, 5, 7, 17, 33, 67, 129, 257};
+enum { NS = sizeof sizes / sizeof sizes[0] };
+
+/* every size as M, N and K (with the others spread over the list), each layout pair */
+static void test_shapes(void)
+{
+    for (int dt = GEMM_F32; dt <= GEMM_F64; dt++)
+        for (int i = 0; i < NS; i++)
+            for (int lay = 0; lay < 4; lay++) {
+                Case c;
+                int64_t M = sizes[i], N = sizes[(i + 3) % NS], K = sizes[(i + 7) % NS];
+                int la = lay, lb = (lay + 1 + i) % 4, batch = 1 + (i + lay) % 3;
+                case_init(&c, dt, batch, M, N, K, la, lb, (i + lay) % 2, (i + lay + dt) % 3);
+                case_run(&c, "shapes");
+                case_free(&c);
+            }
+}
+
+/* squares and edges of the f32 tiles (4 x 8, 6 x 16) and blocks (KC 256, 128, MC 96, NC 256) */
+static void test_edges(void)
+{
+    static const int64_t e[][3] = {{1, 1, 1}, {6, 16, 1}, {7, 17, 255}, {95, 257, 256}, {97, 255, 257},
+                                   {96, 256, 513}, {13, 300, 129}, {200, 9, 300}};
+    for (int dt = GEMM_F32; dt <= GEMM_F64; dt++)
+        for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
+            for (int act = 0; act < 3; act++) {
+                Case c;
+                case_init(&c, dt, 1, e[i][0], e[i][1], e[i][2], (int)i % 3, act, act != 1, act);
+                case_run(&c, "edges");
+                case_free(&c);
+            }
+}
+
+/* work or stack, one thread or several, folded batch or not: bitwise the same C */
+static void test_same_bits(void)
+{
+    static const int64_t e[][5] = {
+        /* batch, M, N, K, B's layout */
+        {1, 129, 257, 67, 0}, /* split by columns */
+        {1, 257, 5, 1000, 1}, /* narrow: split by rows */
+        {3, 67, 129, 70, 3},  /* broadcast B, contiguous A: one 201-row product */
+        {2, 70, 33, 300, 2},
+    };
+    for (int dt = GEMM_F32; dt <= GEMM_F64; dt++)
+        for (size_t i = 0; i < sizeof e / sizeof e[0]; i++) {
+            Case c;
+            case_init(&c, dt, e[i][0], e[i][1], e[i][2], e[i][3], 0, (int)e[i][4], 1, GEMM_ACT_GELU_TANH);
+            size_t bytes = (size_t)(c.g.batch * c.g.M * c.g.N) * c.es;
+            void *one = malloc(bytes);
+            if (!CHECK(case_run(&c, "one thread, stack"))) goto next;
+            memcpy(one, c.g.C, bytes);
+            for (int th = 1; th <= 3; th++)
+                for (int w = 0; w < 2; w++) {
+                    c.g.parallel_for = th > 1 ? port_parallel_for : NULL;
+                    c.g.threads = th;
+                    c.g.work_bytes = w ? kn_rt_gemm_work(&c.g) : 0;
+                    c.g.work = w ? malloc(c.g.work_bytes) : NULL;
+                    CHECK(case_run(&c, "threads, work"));
+                    CHECK_MSG(!memcmp(one, c.g.C, bytes), "case %zu, %s, %d threads, %s: differs from one thread", i,
+                              dt == GEMM_F32 ? "f32" : "f64", th, w ? "work" : "stack");
+                    free(c.g.work);
+                    c.g.work = NULL;
+                }
+            if (c.g.sb_b == 0) { /* the same product batch by batch, unfolded */
+                Case d = c;
+                for (int64_t t = 0; t < c.g.batch; t++) {
+                    d.g.batch = 1;
+                    d.g.A = (const char *)c.A + (size_t)(t * c.g.sa_b) * c.es;
+                    d.g.C = (char *)c.g.C + (size_t)(t * c.g.M * c.g.N) * c.es;
+                    kn_rt_gemm(&d.g);
+                }
+                CHECK_MSG(!memcmp(one, c.g.C, bytes), "case %zu: folded batch differs from batch by batch", i);
+            }
+        next:
+            free(one);
+            case_free(&c);
+        }
+}
+
+/* too little work given: the stack, not a write past it */
+static void test_small_work(void)
+{
+    Case c;
+    case_init(&c, GEMM_F32, 1, 40, 50, 60, 0, 0, 0, 0);
+    char buf[64 + 16];
+    memset(buf, 0x5a, sizeof buf);
+    c.g.work = buf, c.g.work_bytes = 64;
+    CHECK(kn_rt_gemm_work(&c.g) > 64);
+    CHECK(case_run(&c, "small work"));
+    int intact = 1;
+    for (size_t i = 0; i < sizeof buf; i++) intact = intact && buf[i] == 0x5a;
+    CHECK(intact);
+    case_free(&c);
+}
+
+int main(void)
+{
+    test_shapes();
+    test_edges();
+    test_same_bits();
+    test_small_work();
+    TEST_END("gemm_rt");
+}
