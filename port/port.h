@@ -87,6 +87,16 @@ enum {
  * a corrupt or stale entry is deleted and rebuilt. Thread-safe; never prints. */
 PortModule *port_jit(int how, const char *source, const char *flags, char *why);
 
+/* Boundaries in a source for PORT_CC, which then compiles its pieces as
+ * separate objects, several at once (one per thread of the port's pool),
+ * and links them into one module; to tcc they are comments. The text
+ * before the first boundary is the prelude (static helpers, macros); a
+ * piece after PORT_PART needs it and is compiled with it, a piece after
+ * PORT_UNIT is a whole translation unit by itself. Pieces may call each
+ * other's external functions. */
+#define PORT_PART "\n/* kiln: part */\n"
+#define PORT_UNIT "\n/* kiln: unit */\n"
+
 /* the address of an external symbol of m, or NULL */
 void *port_jit_sym(PortModule *m, const char *name);
 

@@ -483,41 +483,157 @@ static void compiler_message(const char *out, const char *tmp, int status, char 
     why[n] = '\0';
 }
 
+/* ---- building: one object per job, several at once, linked into one .so ---- */
+
+enum { MAX_JOBS = 16 };
+
+typedef struct {
+    const char *cmd, *flags, *tmp;
+    const char *source;            /* the whole text */
+    size_t prelude;                /* its first bytes that PORT_PART pieces need */
+    size_t from[MAX_JOBS], to[MAX_JOBS]; /* each job's stretch of the text (whole pieces) */
+    int with_prelude[MAX_JOBS];
+    int njobs, single;             /* single: one job, compiled and linked in one step */
+    int status[MAX_JOBS];          /* 0 ok, else the compiler's exit (or -1) */
+    char out[MAX_JOBS][1024];      /* its messages */
+} Jobs;
+
+/* Writes job i's text to tmp/job<i>.c and compiles it (to job<i>.o, or to
+ * kernel.so when single). */
+static void compile_job(void *arg, int i)
+{
+    Jobs *j = arg;
+    char c[JIT_PATH], o[JIT_PATH], err[256];
+    snprintf(c, sizeof c, "%.4000s/job%d.c", j->tmp, i);
+    if (j->single) snprintf(o, sizeof o, "%.4000s/kernel.so", j->tmp);
+    else snprintf(o, sizeof o, "%.4000s/job%d.o", j->tmp, i);
+    FILE *f = fopen(c, "wb");
+    int ok = f != NULL;
+    if (ok && j->with_prelude[i]) ok = fwrite(j->source, 1, j->prelude, f) == j->prelude;
+    if (ok) ok = fwrite(j->source + j->from[i], 1, j->to[i] - j->from[i], f) == j->to[i] - j->from[i];
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) {
+        snprintf(err, sizeof err, "%s", strerror(errno));
+        snprintf(j->out[i], sizeof j->out[i], "cannot write %.100s: %s", c, err);
+        j->status[i] = -1;
+        return;
+    }
+    Args a = {.argc = 0};
+    if (!args_add(&a, j->cmd, 1) || !args_add(&a, "-O2 -std=gnu99 -fPIC", 1) ||
+        !args_add(&a, j->single ? "-shared" : "-c", 0) || !args_add(&a, j->flags, 1) || !args_add(&a, "-o", 0) ||
+        !args_add(&a, o, 0) || !args_add(&a, c, 0) || (j->single && !args_add(&a, "-lm", 0))) {
+        snprintf(j->out[i], sizeof j->out[i], "too many flags: %.200s", j->flags);
+        j->status[i] = -1;
+        return;
+    }
+    j->status[i] = run(a.argv, j->out[i], sizeof j->out[i]);
+}
+
+/* Where the next boundary after p starts (NULL: none), and its kind. */
+static const char *next_boundary(const char *p, int *unit)
+{
+    const char *a = strstr(p, PORT_PART), *b = strstr(p, PORT_UNIT);
+    if (!a && !b) return NULL;
+    *unit = !a || (b && b < a);
+    return *unit ? b : a;
+}
+
+/* Splits the source into at most MAX_JOBS jobs of whole pieces, each of
+ * one kind, of about equal size; one job when it has no boundaries. */
+static void plan_jobs(Jobs *j, int want)
+{
+    const char *src = j->source;
+    size_t n = strlen(src);
+    int unit;
+    const char *b = next_boundary(src, &unit);
+    j->prelude = b ? (size_t)(b - src) : n;
+    if (!b || want < 2) {
+        j->njobs = 1, j->single = 1, j->from[0] = 0, j->to[0] = n, j->with_prelude[0] = 0;
+        return;
+    }
+    size_t per = (n - j->prelude) / (size_t)(want < MAX_JOBS ? want : MAX_JOBS) + 1;
+    j->njobs = 0;
+    while (b) {
+        int kind = unit, next_unit = 0;
+        const char *e = next_boundary(b + 1, &next_unit);
+        size_t from = (size_t)(b - src), to = e ? (size_t)(e - src) : n;
+        int k = j->njobs - 1;
+        if (k >= 0 && j->with_prelude[k] == !kind && (j->to[k] - j->from[k] < per || j->njobs == MAX_JOBS) &&
+            j->to[k] == from)
+            j->to[k] = to; /* one more piece for the job */
+        else if (j->njobs < MAX_JOBS) {
+            k = j->njobs++;
+            j->from[k] = from, j->to[k] = to, j->with_prelude[k] = !kind;
+        } else { /* out of jobs: the last one of this kind takes it, if it is next to it */
+            for (k = j->njobs - 1; k >= 0 && !(j->with_prelude[k] == !kind && j->to[k] == from); k--) {}
+            if (k < 0) { /* nothing to join: one job for everything */
+                j->njobs = 1, j->single = 1, j->from[0] = 0, j->to[0] = n, j->with_prelude[0] = 0;
+                return;
+            }
+            j->to[k] = to;
+        }
+        b = e, unit = next_unit;
+    }
+    j->single = 0;
+}
+
 /* Compiles source into entry: in a fresh temporary directory, then rename. */
 static int build(const char *cmd, const char *flags, const char *source, const char *dir, const char *entry,
                  uint64_t key, char *why)
 {
-    char tmp[JIT_PATH], c[JIT_PATH], so[JIT_PATH];
+    char tmp[JIT_PATH], so[JIT_PATH];
     snprintf(tmp, sizeof tmp, "%.4000s/tmp-XXXXXX", dir);
     if (!mkdtemp(tmp)) {
         snprintf(why, 256, "cc: cannot make a directory in %.160s: %s", dir, strerror(errno));
         return 0;
     }
-    snprintf(c, sizeof c, "%.4020s/kernel.c", tmp);
     snprintf(so, sizeof so, "%.4020s/kernel.so", tmp);
-    int ok = 0;
-    Args a = {.argc = 0};
-    if (port_write_file(c, source, strlen(source), why) != 0) {
-        char err[128];
-        snprintf(err, sizeof err, "%s", why);
-        snprintf(why, 256, "cc: %s", err);
-    } else if (!args_add(&a, cmd, 1) || !args_add(&a, "-O2 -std=gnu99 -fPIC -shared", 1) ||
-               !args_add(&a, flags, 1) || !args_add(&a, "-o", 0) || !args_add(&a, so, 0) ||
-               !args_add(&a, c, 0) || !args_add(&a, "-lm", 0)) {
-        snprintf(why, 256, "cc: too many flags: %.200s", flags);
-    } else {
-        char out[2048];
-        int st = run(a.argv, out, sizeof out);
-        if (st < 0) snprintf(why, 256, "cc: %.250s", out);
-        else if (st > 0) compiler_message(out, tmp, st, why);
-        else if (add_trailer(so, key, why)) {
-            ok = rename(so, entry) == 0;
-            if (!ok) snprintf(why, 256, "cc: cannot rename into %.160s: %s", entry, strerror(errno));
-        }
+    Jobs *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(why, 256, "cc: out of memory");
+        rmdir(tmp);
+        return 0;
     }
-    remove(c);
+    j->cmd = cmd, j->flags = flags, j->tmp = tmp, j->source = source;
+    int threads = port_threads();
+    plan_jobs(j, threads > 1 ? 4 * threads : 1); /* a few per thread: the pieces differ in cost */
+    if (j->njobs > 1 && threads > 1) port_parallel_for(j->njobs, compile_job, j);
+    else
+        for (int i = 0; i < j->njobs; i++) compile_job(j, i);
+    int ok = 1;
+    for (int i = 0; i < j->njobs && ok; i++) {
+        if (j->status[i] < 0) snprintf(why, 256, "cc: %.250s", j->out[i]), ok = 0;
+        else if (j->status[i] > 0) compiler_message(j->out[i], tmp, j->status[i], why), ok = 0;
+    }
+    if (ok && !j->single) { /* link the objects */
+        Args a = {.argc = 0};
+        char obj[MAX_JOBS][JIT_PATH], out[2048];
+        int okargs = args_add(&a, cmd, 1) && args_add(&a, "-shared -fPIC", 1) && args_add(&a, flags, 1) &&
+                     args_add(&a, "-o", 0) && args_add(&a, so, 0);
+        for (int i = 0; i < j->njobs && okargs; i++) {
+            snprintf(obj[i], sizeof obj[i], "%.4000s/job%d.o", tmp, i);
+            okargs = args_add(&a, obj[i], 0);
+        }
+        okargs = okargs && args_add(&a, "-lm", 0);
+        int st = okargs ? run(a.argv, out, sizeof out) : -1;
+        if (!okargs) snprintf(why, 256, "cc: too many flags: %.200s", flags), ok = 0;
+        else if (st < 0) snprintf(why, 256, "cc: %.250s", out), ok = 0;
+        else if (st > 0) compiler_message(out, tmp, st, why), ok = 0;
+    }
+    if (ok && add_trailer(so, key, why)) {
+        ok = rename(so, entry) == 0;
+        if (!ok) snprintf(why, 256, "cc: cannot rename into %.160s: %s", entry, strerror(errno));
+    } else ok = 0;
+    for (int i = 0; i < j->njobs; i++) {
+        char f[JIT_PATH];
+        snprintf(f, sizeof f, "%.4000s/job%d.c", tmp, i);
+        remove(f);
+        snprintf(f, sizeof f, "%.4000s/job%d.o", tmp, i);
+        remove(f);
+    }
     remove(so);
     rmdir(tmp);
+    free(j);
     return ok;
 }
 

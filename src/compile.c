@@ -602,15 +602,18 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
         for (int i = 0; st->gemm && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++)
-            len += p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, NULL, 0);
+            len += strlen(PORT_UNIT) + p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, NULL, 0);
     }
     char *src = arena_alloc(&p->arena, len + 1), why[512];
     if (!src) return kn_errs(ctx, KN_ENOMEM, "out of memory for %zu bytes of generated code", len);
     size_t at = nk ? p->t->render(ks, nk, src, len + 1) : 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
-        for (int i = 0; st->gemm && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++)
+        for (int i = 0; st->gemm && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++) {
+            memcpy(src + at, PORT_UNIT, strlen(PORT_UNIT) + 1); /* a unit of its own (port.h) */
+            at += strlen(PORT_UNIT);
             at += p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, src + at, len + 1 - at);
+        }
     }
     p->code_bytes = len;
     log_text(ctx, LOG_OUTPUT_CODE, src);

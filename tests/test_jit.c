@@ -105,6 +105,37 @@ static void test_errors(int how)
     CHECK(port_jit(how, NULL, NULL, why) == NULL && why[0]);
 }
 
+/* A source in pieces (port.h): a prelude of static helpers, parts that
+ * use it, a standalone unit; pieces calling each other. cc compiles them
+ * apart (threads > 1) or whole; tcc sees comments. Either way f(1) is the
+ * same, and an error in one piece is reported. */
+static void test_pieces(int how)
+{
+    char src[8192];
+    size_t n;
+    n = (size_t)snprintf(src, sizeof src, "#include <math.h>\nstatic inline double twice(double x) { return 2 * x; }\n");
+    for (int i = 0; i < 12; i++) {
+        if (i == 0) n += (size_t)snprintf(src + n, sizeof src - n, "%sdouble g0(double x) { return twice(x); }\n", PORT_PART);
+        else
+            n += (size_t)snprintf(src + n, sizeof src - n, "%sdouble g%d(double x);\ndouble g%d(double x) { return g%d(x) + twice(x); }\n",
+                                  PORT_PART, i - 1, i, i - 1);
+    }
+    n += (size_t)snprintf(src + n, sizeof src - n, "%sdouble g11(double x);\ndouble f(double x) { return g11(x) + 1; }\n",
+                          PORT_UNIT);
+    int was = port_threads();
+    for (int t = 3; t >= 1; t -= 2) { /* split, then whole: a different text each, so neither is cached */
+        snprintf(src + n, sizeof src - n, "/* threads %d */\n", t);
+        port_set_threads(t);
+        compiles_to(how, src, NULL, 12 * 2.0 + 1); /* g11(1) = 12 twice(1) */
+    }
+    snprintf(src + n, sizeof src - n, "%sdouble h(double x) { return x + ; }\n", PORT_PART);
+    char why[256] = "";
+    PortModule *m = port_jit(how, src, NULL, why);
+    CHECK_MSG(m == NULL && strstr(why, "error"), "a bad piece: %s", m ? "compiled" : why);
+    port_jit_free(m);
+    port_set_threads(was);
+}
+
 /* For a compiler that is not there: a SKIP line, or a failure where it must be. */
 static void unavailable(int how, const char *name, int wanted)
 {
@@ -286,6 +317,7 @@ int main(void)
     if (port_jit_available(PORT_TCC)) {
         test_compile(PORT_TCC);
         test_errors(PORT_TCC);
+        test_pieces(PORT_TCC);
     } else {
         unavailable(PORT_TCC, "tcc", posix && TCC_BUILT);
     }
@@ -293,6 +325,7 @@ int main(void)
     if (port_jit_available(PORT_CC)) {
         test_compile(PORT_CC);
         test_errors(PORT_CC);
+        test_pieces(PORT_CC);
 #ifndef __wasi__
         test_cache(root);
 #endif

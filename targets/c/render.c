@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "render.h"
+#include "../../port/port.h" /* PORT_PART */
 
 /* ---- per-dtype strings ---- */
 
@@ -1409,6 +1410,7 @@ static size_t render(const Kernel *const *ks, int nk, const CIsa *isa, char *buf
     put_str(&o, threads_prelude);
     for (int i = 0; i < nk; i++) {
         r.k = ks[i];
+        put_str(&o, PORT_PART); /* cc may compile each kernel apart from the others (port.h) */
         put_kernel(&r);
     }
     if (o.cap) o.buf[o.len < o.cap ? o.len : o.cap - 1] = '\0';
