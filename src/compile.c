@@ -149,57 +149,6 @@ static int plan(kn_ctx *ctx, Program *p)
 
 /* ---- dots through the target's template ---- */
 
-/* The buffer a dot operand u is a view of, with u's strides and offset over
- * it, following permute, expand, slice and reshape. 0 if u is not such a view. */
-static int operand_view(const Program *p, const Schedule *s, uint32_t u, uint32_t *root, int64_t *stride, int64_t *off)
-{
-    const Node *n = &p->g->nodes[u];
-    if (s->materialised[u]) {
-        *root = u, *off = 0;
-        tensor_contig_strides(n->ndim, n->shape, stride);
-        return 1;
-    }
-    if (kn_opinfo[n->op].cls != OC_MOVE || n->op == OP_PAD) return 0;
-    const Node *m = &p->g->nodes[n->src[0]];
-    int64_t st[KN_MAX_DIMS];
-    if (!operand_view(p, s, n->src[0], root, st, off)) return 0;
-    switch (n->op) {
-    case OP_PERMUTE:
-        for (int d = 0; d < n->ndim; d++) stride[d] = st[n->p.i[d]];
-        return 1;
-    case OP_EXPAND:
-        for (int d = 0; d < n->ndim; d++) stride[d] = m->shape[d] == n->shape[d] ? st[d] : 0;
-        return 1;
-    case OP_SLICE:
-        memcpy(stride, st, sizeof st);
-        *off += n->p.i[1] * st[n->p.i[0]];
-        stride[n->p.i[0]] *= n->p.i[3];
-        return 1;
-    default: { /* OP_RESHAPE: a view only where the strides allow one */
-        kn_tensor t;
-        memset(&t, 0, sizeof t);
-        t.ndim = m->ndim;
-        memcpy(t.shape, m->shape, sizeof t.shape);
-        memcpy(t.stride, st, sizeof t.stride);
-        return prim_view_strides(&t, n->ndim, n->shape, stride);
-    }
-    }
-}
-
-/* The one stride of the batch dims [0, nb), or 0 if they do not collapse. */
-static int batch_stride(int nb, const Dim *shape, const int64_t *stride, int64_t *out)
-{
-    int64_t s = 0;
-    int seen = 0;
-    for (int d = nb - 1; d >= 0; d--) {
-        if (shape[d] == 1) continue;
-        if (!seen) s = stride[d], seen = 1;
-        else if (stride[d] != s * shape[d + 1]) return 0; /* TODO with size-1 dims between */
-    }
-    *out = s;
-    return 1;
-}
-
 /* Dot d (st->node or the dot fused into its kernel) of f32 or f64 over
  * operands that are views of buffers, as a GemmSpec writing st->node's buffer. */
 static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
@@ -208,12 +157,12 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     int nd = n->ndim, nb = nd - 2;
     if (!p->t->render_dot || (n->dtype != KN_F32 && n->dtype != KN_F64)) return 0;
     int64_t sa[KN_MAX_DIMS], sb[KN_MAX_DIMS];
-    if (!operand_view(p, s, n->src[0], &st->root[0], sa, &st->off[0]) ||
-        !operand_view(p, s, n->src[1], &st->root[1], sb, &st->off[1]))
+    if (!sched_view(p->g, s->materialised, n->src[0], &st->root[0], sa, &st->off[0]) ||
+        !sched_view(p->g, s->materialised, n->src[1], &st->root[1], sb, &st->off[1]))
         return 0;
     GemmSpec g;
     memset(&g, 0, sizeof g);
-    if (!batch_stride(nb, n->shape, sa, &g.sa_b) || !batch_stride(nb, n->shape, sb, &g.sb_b)) return 0;
+    if (!sched_batch_stride(nb, n->shape, sa, &g.sa_b) || !sched_batch_stride(nb, n->shape, sb, &g.sb_b)) return 0;
     g.dtype = n->dtype == KN_F32 ? GEMM_F32 : GEMM_F64;
     g.batch = tensor_numel(nb, n->shape);
     g.M = n->shape[nd - 2], g.N = n->shape[nd - 1], g.K = p->g->nodes[n->src[0]].shape[nd - 1];

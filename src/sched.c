@@ -269,6 +269,55 @@ static int check_fused(Walk *w, const uint32_t *owner)
     return changed;
 }
 
+/* ---- dot operands: views of buffers ---- */
+int sched_view(const Graph *g, const uint8_t *mat, uint32_t u, uint32_t *root, int64_t *stride, int64_t *off)
+{
+    const Node *n = &g->nodes[u];
+    if (mat[u]) {
+        *root = u, *off = 0;
+        tensor_contig_strides(n->ndim, n->shape, stride);
+        return 1;
+    }
+    if (kn_opinfo[n->op].cls != OC_MOVE || n->op == OP_PAD) return 0;
+    const Node *m = &g->nodes[n->src[0]];
+    int64_t st[KN_MAX_DIMS];
+    if (!sched_view(g, mat, n->src[0], root, st, off)) return 0;
+    switch (n->op) {
+    case OP_PERMUTE:
+        for (int d = 0; d < n->ndim; d++) stride[d] = st[n->p.i[d]];
+        return 1;
+    case OP_EXPAND:
+        for (int d = 0; d < n->ndim; d++) stride[d] = m->shape[d] == n->shape[d] ? st[d] : 0;
+        return 1;
+    case OP_SLICE:
+        memcpy(stride, st, sizeof st);
+        *off += n->p.i[1] * st[n->p.i[0]];
+        stride[n->p.i[0]] *= n->p.i[3];
+        return 1;
+    default: { /* OP_RESHAPE: a view only where the strides allow one */
+        kn_tensor t;
+        memset(&t, 0, sizeof t);
+        t.ndim = m->ndim;
+        memcpy(t.shape, m->shape, sizeof t.shape);
+        memcpy(t.stride, st, sizeof t.stride);
+        return prim_view_strides(&t, n->ndim, n->shape, stride);
+    }
+    }
+}
+
+int sched_batch_stride(int nb, const Dim *shape, const int64_t *stride, int64_t *out)
+{
+    int64_t s = 0;
+    int seen = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        if (shape[d] == 1) continue;
+        if (!seen) s = stride[d], seen = 1;
+        else if (stride[d] != s * shape[d + 1]) return 0; /* TODO with size-1 dims between */
+    }
+    *out = s;
+    return 1;
+}
+
 int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Arena *a, Schedule *out)
 {
     memset(out, 0, sizeof *out);
@@ -314,6 +363,13 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
                 uint32_t u = g->nodes[v].src[s], r = u;
                 while (!mat[r] && is_view((Op)g->nodes[r].op) && g->nodes[r].op != OP_PAD) r = g->nodes[r].src[0];
                 if (!mat[r]) mat[r == u || !fused[r] ? u : r] = 1; /* a view of a reduction: the reduction */
+                /* a view the template cannot read (batch dims that do not collapse to one stride, as
+                 * attention's heads permuted out of the rows): a contiguous copy of its own */
+                uint32_t root;
+                int64_t st[KN_MAX_DIMS], off, bs;
+                int nb = g->nodes[v].ndim - 2;
+                if (!mat[u] && (!sched_view(g, mat, u, &root, st, &off) || !sched_batch_stride(nb, g->nodes[v].shape, st, &bs)))
+                    mat[u] = 1;
             }
     for (uint32_t v = 1; v < g->n; v++)
         if (mat[v]) fused[v] = 0;

@@ -27,4 +27,11 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
  * reduction marked "(row)", a fused dot "(epilogue)"). */
 size_t sched_dump(const Graph *g, const Schedule *s, char *buf, size_t cap);
 
+/* The buffer (a materialised node, mat[root]) that node u is a view of, with
+ * u's element strides and offset over it, following permute, expand, slice
+ * and reshape: 1, or 0 if u is not such a view. */
+int sched_view(const Graph *g, const uint8_t *mat, uint32_t u, uint32_t *root, int64_t *stride, int64_t *off);
+/* The one stride of the batch dims [0, nb) (a dot's), or 0 if they do not collapse. */
+int sched_batch_stride(int nb, const Dim *shape, const int64_t *stride, int64_t *out);
+
 #endif
