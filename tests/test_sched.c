@@ -142,6 +142,23 @@ int main(void)
                    "%10 div <- %7 reshape %8 expand\n");
     end(ctx);
 
+    /* attention's heads: (B, T, H, D) permuted to (B, H, T, D) has batch dims
+     * (B, H) of no single stride, so the dot reads a contiguous copy; a
+     * plain transpose of the last two dims is read in place */
+    int64_t s4d[4] = {2, 3, 4, 5};
+    kn_tensor *q = kn_randn(ctx, KN_F32, 4, s4d); /* concrete: an input of the graph */
+    begin(ctx);
+    kn_tensor *qh = kn_permute(ctx, q, (int[]){0, 2, 1, 3});
+    kn_tensor *kt = kn_transpose(ctx, qh, 2, 3);
+    y = kn_matmul(ctx, qh, kt);
+    Arena a3;
+    Schedule s3;
+    arena_init(&a3, ctx);
+    CHECK(sched_build(ctx, ctx->trace, &y->node, 1, &a3, &s3) == 0 && s3.materialised[qh->node] &&
+          !s3.materialised[kt->node]);
+    arena_free(&a3);
+    end(ctx);
+
     kn_ctx_free(ctx);
     TEST_END("sched");
 }
