@@ -23,6 +23,8 @@ int jit_tcc_available(void);
 #include <libtcc.h>
 #include <pthread.h>
 
+#include "../src/gemm_rt.h"
+
 static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* tcc's errors, joined with "; " and cut at 255 bytes; its first warning
@@ -48,6 +50,16 @@ static void on_error(void *opaque, const char *msg)
         if (*p == '\n') *p = ' ';
 }
 
+/* The library functions generated code may call: the runtime GEMM (the
+ * tcc dialect of targets/c/gemm.c calls it for every dot). */
+static void add_symbols(TCCState *s)
+{
+    void (*gemm)(const KnRtGemm *) = kn_rt_gemm;
+    void *p;
+    memcpy(&p, &gemm, sizeof p); /* function to object pointer, as dlsym's results are used */
+    tcc_add_symbol(s, "kn_rt_gemm", p);
+}
+
 /* Compiles and relocates source; NULL with tcc's errors in why. Holds the lock. */
 static TCCState *compile_locked(const char *source, char *why)
 {
@@ -60,6 +72,7 @@ static TCCState *compile_locked(const char *source, char *why)
     }
     tcc_set_error_func(s, &e, on_error);
     tcc_set_output_type(s, TCC_OUTPUT_MEMORY);
+    add_symbols(s);
     if (tcc_compile_string(s, source) < 0 || tcc_add_library(s, "m") < 0 ||
         tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) {
         if (!e.len) snprintf(why, 256, "%s", e.warning[0] ? e.warning : "tcc: compilation failed");

@@ -3,7 +3,7 @@
  * double-precision loop. Odd shapes (1x1x1, 7x13x5, 65x33x129, 67x517x41,
  * 128^3, batches of 2 and 3, a broadcast B), operands row-major, transposed and with padded
  * leading dimensions (strides), with and without the epilogue (bias, relu,
- * gelu_tanh); the scalar dialect through TinyCC, the SIMD dialect through cc,
+ * gelu_tanh); the scalar and runtime (kn_rt_gemm) dialects through TinyCC, the SIMD dialect through cc,
  * every ISA copy this CPU can run (NAME_isa). Accuracy: max |err| <=
  * 1e-4 * sqrt(K) * max |ref| (f32 accumulation); guard values around C
  * must survive and C's old contents must not leak in. A tile epilogue
@@ -277,6 +277,48 @@ static void host_case(int dt, int64_t batch, int64_t M, int64_t N, int64_t K, in
     free(all);
 }
 
+/* GEMM_RUNTIME through tcc (the unit calls the library's kn_rt_gemm): one thread, then 2 tasks through b[4]
+ * (bitwise the same), then the epilogue by pointer */
+static void runtime_case(Case *c)
+{
+    void *bufs[7];
+    char why[256];
+    char *src = with_epilogue(c, render(&c->s, GEMM_RUNTIME));
+    PortModule *m = src ? port_jit(PORT_TCC, src, NULL, why) : NULL;
+    CHECK_MSG(m != NULL, "tcc runtime: %s", src ? why : "render");
+    void *p = m ? port_jit_sym(m, "kgemm") : NULL;
+    Kern f = NULL;
+    if (m && CHECK(p != NULL)) {
+        size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
+        void *Cg1 = malloc(bytes);
+        KnParallel par = {port_parallel_for, 2};
+        memcpy(&f, &p, sizeof p);
+        f(case_bufs(c, bufs));
+        case_check(c, "runtime/tcc");
+        memcpy(Cg1, c->Cg, bytes);
+        case_bufs(c, bufs);
+        bufs[4] = &par;
+        f(bufs);
+        CHECK_MSG(memcmp(c->Cg, Cg1, bytes) == 0, "runtime/tcc, 2 threads: C differs from one thread's");
+        free(Cg1);
+        if (c->s.epilogue) {
+            void *q = port_jit_sym(m, c->s.epilogue);
+            Epi counting = epi_counting;
+            case_bufs(c, bufs);
+            memcpy(&bufs[6], &counting, sizeof counting);
+            if (CHECK(q != NULL)) {
+                memcpy(&epi_inner, &q, sizeof q);
+                epi_calls = 0;
+                f(bufs);
+                case_check(c, "runtime/tcc, epilogue by pointer");
+                CHECK(epi_calls == c->s.batch);
+            }
+        }
+    }
+    port_jit_free(m);
+    free(src);
+}
+
 static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la,
                      int lb, int bias, int act, int epi)
 {
@@ -285,6 +327,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
     char why[256];
     case_init(&c, dt, batch, M, N, K, la, lb, bias, act);
     if (epi) case_epilogue(&c);
+    if (avail_tcc) runtime_case(&c);
     if (avail_tcc && dt == GEMM_F32) {
         char *src = with_epilogue(&c, render(&c.s, GEMM_SCALAR));
         PortModule *m = src ? port_jit(PORT_TCC, src, NULL, why) : NULL;

@@ -126,6 +126,42 @@ static void render_scalar(Out *o, const GemmSpec *s)
     put(o, "            }\n        }\n    }\n}\n");
 }
 
+/* ---- runtime dialect: a call into the library's GEMM (src/gemm_rt.h) ---- */
+
+/* The unit declares KnRtGemm itself, once per source (it includes nothing of kiln's); it must match
+ * src/gemm_rt.h field for field. The epilogue runs once per batch on the whole of C, after the
+ * GEMM: every tile is final by then. */
+static void render_runtime(Out *o, const GemmSpec *s)
+{
+    const char *n = s->name;
+    put(o, "/* kiln gemm %s (runtime): C[%lld][%lld][%lld] = A . B through kn_rt_gemm */\n", n, (ll)s->batch,
+        (ll)s->M, (ll)s->N);
+    put(o, "#include <stddef.h>\n#include <stdint.h>\n");
+    put(o, "#ifndef KN_RT_GEMM\n#define KN_RT_GEMM\n"
+           "typedef struct KnRtGemm {\n    void *C;\n    const void *A, *B, *bias;\n    int64_t batch, M, N, K;\n"
+           "    int64_t sa_b, sa_m, sa_k;\n    int64_t sb_b, sb_k, sb_n;\n    int dtype, act;\n"
+           "    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);\n    int threads;\n"
+           "    void *work;\n    size_t work_bytes;\n} KnRtGemm;\n"
+           "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } KnRtPar; "
+           "/* KnParallel */\n"
+           "typedef void (*KnRtEpi)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n"
+           "void kn_rt_gemm(const KnRtGemm *g);\n#endif\n");
+    if (s->epilogue) put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
+    put(o, "void %s(void **b)\n{\n    KnRtGemm g;\n    const KnRtPar *par = (const KnRtPar *)b[4];\n", n);
+    put(o, "    g.C = b[0], g.A = b[1], g.B = b[2], g.bias = %s;\n", s->bias ? "b[3]" : "0");
+    put(o, "    g.batch = %lld, g.M = %lld, g.N = %lld, g.K = %lld;\n", (ll)s->batch, (ll)s->M, (ll)s->N, (ll)s->K);
+    put(o, "    g.sa_b = %lld, g.sa_m = %lld, g.sa_k = %lld;\n", (ll)s->sa_b, (ll)s->sa_m, (ll)s->sa_k);
+    put(o, "    g.sb_b = %lld, g.sb_k = %lld, g.sb_n = %lld;\n", (ll)s->sb_b, (ll)s->sb_k, (ll)s->sb_n);
+    put(o, "    g.dtype = %d, g.act = %d;\n", s->dtype, s->act);
+    put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
+    put(o, "    g.work = 0, g.work_bytes = 0;\n    kn_rt_gemm(&g);\n");
+    if (s->epilogue)
+        put(o, "    {\n        KnRtEpi epi = b[6] ? (KnRtEpi)b[6] : %s;\n        int64_t t;\n"
+               "        for (t = 0; t < %lld; t++) epi((void **)b[5], t, 0, %lld, 0, %lld);\n    }\n",
+            s->epilogue, (ll)s->batch, (ll)s->M, (ll)s->N);
+    put(o, "}\n");
+}
+
 /* ---- SIMD dialect ---- */
 
 typedef struct {
@@ -459,12 +495,13 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
     if (s->kc < 0 || s->mc < 0 || s->kc > 4096 || s->mc > 4096) return 0;
     if (s->dtype != GEMM_F32 && s->dtype != GEMM_F64) return 0;
     if (s->act < GEMM_ACT_NONE || s->act > GEMM_ACT_GELU_TANH) return 0;
-    if (dialect != GEMM_SCALAR && dialect != GEMM_SIMD && dialect != GEMM_SIMD_HOST) return 0;
+    if (dialect < GEMM_SCALAR || dialect > GEMM_RUNTIME) return 0;
     o.buf = buf;
     o.cap = buf ? cap : 0;
     o.len = 0;
     if (o.cap) o.buf[0] = 0;
     if (dialect == GEMM_SCALAR) render_scalar(&o, s);
+    else if (dialect == GEMM_RUNTIME) render_runtime(&o, s);
     else render_simd(&o, s, dialect == GEMM_SIMD ? -1 : host_isa());
     return o.len;
 }

@@ -46,6 +46,12 @@
  *     elsewhere (aarch64, wasm32 -msimd128, ...): one 16-byte-vector copy
  *          (6x8 f32) with no target attributes.
  *   No -march flags are needed (none should be passed).
+ * - GEMM_RUNTIME: C99 for tcc: NAME fills a KnRtGemm and calls
+ *   kn_rt_gemm (src/gemm_rt.h: the library's packed GEMM, built by the
+ *   system compiler), so the unit must be linked against the library
+ *   (port/jit_tcc.c gives libtcc the symbol). Threads through b[4], as
+ *   GEMM_SIMD; the epilogue runs once per batch index on the whole of C,
+ *   after the product. Reentrant: scratch is on the stack.
  * - GEMM_SIMD_HOST: GEMM_SIMD with only the copy this machine runs best
  *   (chosen when rendering): a third of the text, so a third of the
  *   compile, for code compiled where it runs (backend c's JIT; its cache
@@ -88,7 +94,7 @@ typedef struct KnParallel {
     int threads;
 } KnParallel;
 
-enum { GEMM_SCALAR = 0, GEMM_SIMD = 1, GEMM_SIMD_HOST = 2 };
+enum { GEMM_SCALAR = 0, GEMM_SIMD = 1, GEMM_SIMD_HOST = 2, GEMM_RUNTIME = 3 };
 size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
 
 #endif
