@@ -2,7 +2,11 @@
  * interp.c — the reference interpreter: one kernel per primitive, run on
  * concrete tensors. It is the oracle every generated kernel is checked
  * against, so it favours plain loops over speed: floats are computed in
- * double and rounded once on store, integers in int64.
+ * double and rounded once on store, integers in int64. One exception: an
+ * f32 or f64 dot runs the library's GEMM (gemm_rt.c, accumulated in the
+ * element type, like every compiled target's), as the plain loop made
+ * eager training crawl; tests/test_gemm_rt.c checks it against a plain
+ * loop in double.
  *
  * Requires: `out` contiguous, of the shape and dtype the shape rule gave;
  * sources any strided views. Produces: out filled, or KN_EINDEX for an
@@ -11,7 +15,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "../port/port.h"
 #include "core.h"
+#include "gemm_rt.h"
+#include "target.h"
 
 /* ---- strided iteration over an output shape ---- */
 
@@ -280,10 +287,66 @@ static kn_status run_scatter_add(kn_ctx *ctx, kn_tensor *out, kn_tensor *const *
     return KN_OK;
 }
 
-/* ---- dot: (..., M, K) x (..., K, N), accumulated in double or int64 ---- */
+/* ---- dot: (..., M, K) x (..., K, N) ---- */
 
-static void run_dot(kn_tensor *out, kn_tensor *a, kn_tensor *b)
+/* The stride that steps the flattened index of dims [0, nb) (shape), if one
+ * does: size-1 dims are skipped, the rest must nest. */
+static int flat_stride(int nb, const int64_t *shape, const int64_t *stride, int64_t *s)
 {
+    int64_t inner = 1;
+    int seen = 0;
+    *s = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        if (shape[d] == 1) continue;
+        if (!seen) *s = stride[d], seen = 1;
+        else if (stride[d] != *s * inner) return 0;
+        inner *= shape[d];
+    }
+    return 1;
+}
+
+/* f32 and f64 through the library's GEMM (gemm_rt.c), accumulated in the
+ * element type as every compiled target does, split over the port's
+ * threads (bitwise the one-thread result): one call when each operand's
+ * batch dims flatten to one stride, else one per batch index. 0 when it
+ * cannot (other dtypes, K = 0, no memory for its scratch): run_dot then
+ * runs the plain loop. */
+static int dot_rt(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b)
+{
+    int nd = out->ndim;
+    kn_dtype dt = (kn_dtype)out->dtype;
+    if ((dt != KN_F32 && dt != KN_F64) || a->dtype != dt || b->dtype != dt) return 0;
+    int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
+    int64_t batch = tensor_numel(nd - 2, out->shape);
+    if (K == 0) return 0;
+    if (batch == 0 || M == 0 || N == 0) return 1;
+    KnRtGemm g;
+    memset(&g, 0, sizeof g);
+    g.dtype = dt == KN_F32 ? GEMM_F32 : GEMM_F64;
+    g.M = M, g.N = N, g.K = K;
+    g.sa_m = a->stride[nd - 2], g.sa_k = a->stride[nd - 1], g.sb_k = b->stride[nd - 2], g.sb_n = b->stride[nd - 1];
+    g.parallel_for = port_parallel_for, g.threads = port_threads();
+    int one = flat_stride(nd - 2, out->shape, a->stride, &g.sa_b) && flat_stride(nd - 2, out->shape, b->stride, &g.sb_b);
+    g.batch = one ? batch : 1;
+    g.work_bytes = kn_rt_gemm_work(&g);
+    if (!(g.work = kn_alloc(ctx, g.work_bytes))) return 0;
+    Iter it;
+    iter_init(&it, nd - 2, out->shape);
+    iter_add(&it, a->stride, a->offset);
+    iter_add(&it, b->stride, b->offset);
+    for (int64_t bi = 0; bi < (one ? 1 : batch); bi++, iter_next(&it)) {
+        g.A = tensor_ptr(a, it.off[0]), g.B = tensor_ptr(b, it.off[1]);
+        g.C = tensor_ptr(out, bi * M * N);
+        kn_rt_gemm(&g);
+    }
+    kn_dealloc(ctx, g.work, g.work_bytes);
+    return 1;
+}
+
+/* the plain loop, accumulated in double or int64 */
+static void run_dot(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b)
+{
+    if (dot_rt(ctx, out, a, b)) return;
     int nd = out->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
     int64_t batch = tensor_numel(nd - 2, out->shape);
@@ -374,7 +437,7 @@ kn_status interp_run(kn_ctx *ctx, Op op, kn_tensor *out, kn_tensor *const *src, 
     case OC_INDEX:
         if (op == OP_GATHER) return run_gather(ctx, out, src[0], src[1], (int)p->i[0]);
         return run_scatter_add(ctx, out, src, (int)p->i[0]);
-    case OC_DOT: run_dot(out, src[0], src[1]); return KN_OK;
+    case OC_DOT: run_dot(ctx, out, src[0], src[1]); return KN_OK;
     case OC_CREATE: run_create(op, out, p); return KN_OK;
     }
     return KN_OK;

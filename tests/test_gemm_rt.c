@@ -7,7 +7,8 @@
  * |bias| (the classical bound, u the unit roundoff) plus a few ulp for the
  * activation. Guard values either side of C must survive, C's old contents
  * must not leak in. Scratch from work or from the stack, one thread or 2
- * and 3 tasks: bitwise the same C.
+ * and 3 tasks: bitwise the same C. The interpreter's dot, which runs it,
+ * on views (broadcast, permuted and transposed operands) too.
  */
 #include <stdlib.h>
 
@@ -224,11 +225,62 @@ static void test_small_work(void)
     case_free(&c);
 }
 
+/* The interpreter's dot (eager kn_matmul) on views: A (2, 3, M, K) contiguous times B (K, N) broadcast (one
+ * call, folded), and A stored (3, 2, M, K) permuted times B stored (3, N, K) transposed, broadcast over the
+ * first dim (batch dims that do not flatten: a call per batch index). */
+static void test_interp(void)
+{
+    enum { D0 = 2, D1 = 3, M = 33, K = 70, N = 17 };
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    double *a = malloc(sizeof(double) * D0 * D1 * M * K), *b = malloc(sizeof(double) * D1 * N * K);
+    double *got = malloc(sizeof(double) * D0 * D1 * M * N);
+    float *af = malloc(sizeof(float) * D0 * D1 * M * K), *bf = malloc(sizeof(float) * D1 * N * K);
+    float *gotf = malloc(sizeof(float) * D0 * D1 * M * N);
+    for (int i = 0; i < D0 * D1 * M * K; i++) af[i] = (float)rnd(), a[i] = af[i];
+    for (int i = 0; i < D1 * N * K; i++) bf[i] = (float)rnd(), b[i] = bf[i];
+    for (int dt = 0; dt < 2; dt++)
+        for (int views = 0; views < 2; views++) {
+            kn_dtype kd = dt ? KN_F64 : KN_F32;
+            int64_t sa[4] = {views ? D1 : D0, views ? D0 : D1, M, K}, sb2[2] = {K, N}, sb3[3] = {D1, N, K};
+            kn_tensor *A = kn_tensor_from(ctx, kd, 4, sa, dt ? (void *)a : (void *)af);
+            kn_tensor *B = views ? kn_tensor_from(ctx, kd, 3, sb3, dt ? (void *)b : (void *)bf)
+                                 : kn_tensor_from(ctx, kd, 2, sb2, dt ? (void *)b : (void *)bf);
+            static const int perm[4] = {1, 0, 2, 3};
+            if (views) A = kn_permute(ctx, A, perm), B = kn_transpose(ctx, B, 1, 2);
+            kn_tensor *C = kn_matmul(ctx, A, B);
+            size_t bytes = (size_t)(D0 * D1 * M * N) * (dt ? 8 : 4);
+            int ok = C && kn_read(ctx, C, dt ? (void *)got : (void *)gotf, bytes) == KN_OK;
+            CHECK_MSG(ok, "%s", kn_last_error(ctx));
+            if (!ok) continue;
+            double u = dt ? 0x1p-53 : 0x1p-24;
+            int64_t bad = -1;
+            for (int i0 = 0; i0 < D0; i0++)
+                for (int i1 = 0; i1 < D1; i1++)
+                    for (int m = 0; m < M; m++)
+                        for (int n = 0; n < N; n++) {
+                            double acc = 0, mag = 0;
+                            for (int k = 0; k < K; k++) {
+                                double x = views ? a[((i1 * D0 + i0) * M + m) * K + k] : a[((i0 * D1 + i1) * M + m) * K + k];
+                                double y = views ? b[(i1 * N + n) * K + k] : b[k * N + n];
+                                acc += x * y, mag += fabs(x * y);
+                            }
+                            int64_t o = ((i0 * D1 + i1) * M + m) * N + n;
+                            double v = dt ? got[o] : gotf[o];
+                            if (!(fabs(v - acc) <= (K + 2) * u * mag) && bad < 0) bad = o;
+                        }
+            CHECK_MSG(bad < 0, "interp dot %s, %s: element %lld wrong", dt ? "f64" : "f32",
+                      views ? "permuted A, transposed B" : "broadcast B", (long long)bad);
+        }
+    free(a), free(b), free(got), free(af), free(bf), free(gotf);
+    kn_ctx_free(ctx);
+}
+
 int main(void)
 {
     test_shapes();
     test_edges();
     test_same_bits();
     test_small_work();
+    test_interp();
     TEST_END("gemm_rt");
 }
