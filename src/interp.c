@@ -309,8 +309,9 @@ static int flat_stride(int nb, const int64_t *shape, const int64_t *stride, int6
  * element type as every compiled target does, split over the port's
  * threads (bitwise the one-thread result): one call when each operand's
  * batch dims flatten to one stride, else one per batch index. 0 when it
- * cannot (other dtypes, K = 0, no memory for its scratch): run_dot then
- * runs the plain loop. */
+ * cannot (other dtypes, K = 0): run_dot then
+ * runs the plain loop; -1 (KN_ENOMEM set) when its scratch cannot be
+ * had: falling back would change the result's bits. */
 static int dot_rt(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b)
 {
     int nd = out->ndim;
@@ -329,7 +330,10 @@ static int dot_rt(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b)
     int one = flat_stride(nd - 2, out->shape, a->stride, &g.sa_b) && flat_stride(nd - 2, out->shape, b->stride, &g.sb_b);
     g.batch = one ? batch : 1;
     g.work_bytes = kn_rt_gemm_work(&g);
-    if (!(g.work = kn_alloc(ctx, g.work_bytes))) return 0;
+    if (!(g.work = kn_alloc(ctx, g.work_bytes))) {
+        kn_errs(ctx, KN_ENOMEM, "out of memory for a dot's packing buffer (%zu bytes)", g.work_bytes);
+        return -1;
+    }
     Iter it;
     iter_init(&it, nd - 2, out->shape);
     iter_add(&it, a->stride, a->offset);
@@ -344,9 +348,10 @@ static int dot_rt(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b)
 }
 
 /* the plain loop, accumulated in double or int64 */
-static void run_dot(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b)
+static kn_status run_dot(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b)
 {
-    if (dot_rt(ctx, out, a, b)) return;
+    int rt = dot_rt(ctx, out, a, b);
+    if (rt) return rt < 0 ? KN_ENOMEM : KN_OK;
     int nd = out->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
     int64_t batch = tensor_numel(nd - 2, out->shape);
@@ -371,6 +376,7 @@ static void run_dot(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b)
                 else STI(out, obase + m * N + j, si);
             }
     }
+    return KN_OK;
 }
 
 /* ---- creation ---- */
@@ -437,7 +443,7 @@ kn_status interp_run(kn_ctx *ctx, Op op, kn_tensor *out, kn_tensor *const *src, 
     case OC_INDEX:
         if (op == OP_GATHER) return run_gather(ctx, out, src[0], src[1], (int)p->i[0]);
         return run_scatter_add(ctx, out, src, (int)p->i[0]);
-    case OC_DOT: run_dot(ctx, out, src[0], src[1]); return KN_OK;
+    case OC_DOT: return run_dot(ctx, out, src[0], src[1]);
     case OC_CREATE: run_create(op, out, p); return KN_OK;
     }
     return KN_OK;
