@@ -275,6 +275,7 @@ static void host_case(int dt, int64_t batch, int64_t M, int64_t N, int64_t K, in
     port_jit_free(m);
     free(src);
     free(all);
+    case_free(&c);
 }
 
 /* GEMM_RUNTIME through tcc (the unit calls the library's kn_rt_gemm): one thread, then 2 tasks through b[4]
