@@ -56,6 +56,7 @@ static void copy_elems(kn_tensor *dst, const kn_tensor *src, char *buf)
     kn_dtype dd = (kn_dtype)dst->dtype, sd = (kn_dtype)src->dtype;
     size_t es = kn_dtype_size(dd);
     int64_t n = tensor_numel(src->ndim, src->shape);
+    if (n == 0) return;
     if (dd == sd && kn_is_contiguous(src) && (buf || kn_is_contiguous(dst))) { /* one block (a step's parameters) */
         memmove(buf ? (void *)buf : tensor_ptr(dst, dst->offset), tensor_ptr(src, src->offset), (size_t)n * es);
         return;
