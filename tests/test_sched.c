@@ -127,9 +127,10 @@ int main(void)
     begin(ctx);
     v = kn_sub(ctx, kn_mul(ctx, kn_add(ctx, kn_mul(ctx, x, kn_scalar(ctx, 3.0)), kn_scalar(ctx, 1.0)), x),
                kn_scalar(ctx, 2.0));
-    y = kn_add(ctx, kn_slice(ctx, v, 1, 0, 4, 1), kn_slice(ctx, v, 1, 4, 8, 1));
+    kn_tensor *left = kn_slice(ctx, v, 1, 0, 4, 1), *right = kn_slice(ctx, v, 1, 4, 8, 1); /* in this order */
+    y = kn_add(ctx, left, right);
     check_schedule(ctx, &y->node, 1, "%20 add <- %2 cast %3 reshape %4 expand %6 mul %8 cast %9 reshape %10 expand %11 add %12 mul "
-                   "%14 cast %15 reshape %16 expand %17 sub %19 slice %18 slice\n");
+                   "%14 cast %15 reshape %16 expand %17 sub %18 slice %19 slice\n");
     end(ctx);
 
     /* a pow of scalars broadcast into a larger kernel (Adam's bias
