@@ -3,9 +3,9 @@
  *
  * Method (shared/BENCHMARKS.md): kiln and its peer side by side in one run,
  * same thread count: port_threads() (KILN_NUM_THREADS, else the cores), which
- * kiln-c's GEMMs and the parallel loops of kiln-c's and kiln-tcc's kernels
- * split over and OpenBLAS is told (openblas_set_num_threads); tcc's scalar
- * GEMM and the interpreter run on one thread;
+ * kiln's GEMMs (kiln-c's template, the library GEMM kiln-tcc's and the
+ * interpreter's dots call) and the parallel loops of kiln-c's and kiln-tcc's
+ * kernels split over, and OpenBLAS is told (openblas_set_num_threads);
  * every result is checked before it is timed, and a wrong one is reported
  * as an error, never timed. A measurement: the check run (which warms up),
  * then n timed samples (n from 5 to 30, about 1 s in all; one sample may
@@ -473,7 +473,7 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
             program_stats(p, &st);
             pr.ctx = ctx, pr.p = p, pr.g = g, pr.nouts = 1, pr.keep = C, pr.keep_n = cn;
             fn = run_prog, arg = &pr;
-            int th = be == BACKEND_C ? port_threads() : 1; /* tcc's scalar GEMM has no threads */
+            int th = port_threads(); /* tcc's dots call the library GEMM, threaded too */
             snprintf(note, sizeof note, "compile %.1f ms; %d kernels on %s; %d thread%s; %s", cms, st.kernels,
                      st.backend, th, th > 1 ? "s" : "", checked);
         }
