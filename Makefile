@@ -163,6 +163,7 @@ cross:
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)
 BENCH_QUICK := $(if $(QUICK),--quick,)
 bench: all
+	@sh tests/deps.sh bench
 	@mkdir -p $(B)/bench
 	$(B)/kiln bench train --json $(BENCH_QUICK) > $(B)/bench/kiln-train.jsonl && cat $(B)/bench/kiln-train.jsonl
 	$(B)/kiln bench infer --json $(BENCH_QUICK) > $(B)/bench/kiln-infer.jsonl && cat $(B)/bench/kiln-infer.jsonl

@@ -12,8 +12,11 @@
 # tcc libtcc-dev            backend tcc: libtcc.a and <libtcc.h>, tcc's runtime and headers
 # libopenblas-dev           kiln bench gemm's peer (cblas_sgemm, opened with dlopen)
 # dataset-fashion-mnist     kiln train's data (make demo; test_io reads its test set)
+# python3-torch             make bench's PyTorch peer (tests/bench/torch_peer.py): only with
+#                           the argument "bench" (sh tests/deps.sh bench), as make bench runs it
 pkgs="gcc libc6-dev make clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 nodejs
       gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm tcc libtcc-dev libopenblas-dev dataset-fashion-mnist"
+[ "$1" = bench ] && pkgs="$pkgs python3-torch"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
