@@ -70,8 +70,11 @@ static void *job_arg;
 static int job_n, next, job_helpers, running;
 static int env_threads, set_threads; /* 0: unset */
 
+static int ncpu; /* port_ncpu() when the pool was set up: sysconf reads sysfs, too slow per kernel */
+
 static void pool_init(void)
 {
+    ncpu = port_ncpu();
     const char *e = getenv("KILN_NUM_THREADS");
     char *end;
     long v = e ? strtol(e, &end, 10) : 0;
@@ -82,7 +85,7 @@ static void pool_init(void)
 int port_threads(void)
 {
     pthread_once(&pool_once, pool_init);
-    int n = set_threads ? set_threads : env_threads ? env_threads : port_ncpu();
+    int n = set_threads ? set_threads : env_threads ? env_threads : ncpu;
     return n < PORT_MAX_THREADS ? n : PORT_MAX_THREADS;
 }
 
