@@ -322,10 +322,12 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
 {
     memset(out, 0, sizeof *out);
     uint8_t *mat = arena_alloc(a, g->n), *memo = arena_alloc(a, g->n), *fused = arena_alloc(a, g->n);
+    uint8_t *memo2 = arena_alloc(a, g->n);
     uint8_t *bad = arena_alloc(a, g->n);
     uint32_t *owner = arena_alloc(a, g->n * sizeof *owner);
     uint32_t *seen = arena_alloc(a, 5 * (size_t)g->n * sizeof *seen);
-    if (!mat || !memo || !fused || !bad || !owner || !seen) return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
+    if (!mat || !memo || !memo2 || !fused || !bad || !owner || !seen)
+        return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
     memset(seen, 0, 5 * (size_t)g->n * sizeof *seen);
     for (uint32_t v = 1; v < g->n; v++) {
         Op op = (Op)g->nodes[v].op;
@@ -403,13 +405,15 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
         if (changed) continue;
         /* an expensive value broadcast into a larger kernel (Adam's bias
          * correction, a pow of scalars, into every parameter's update):
-         * once, not at each element */
+         * once, not at each element; but not a row reduction's (layer_norm's
+         * 1/sqrt(var + eps)), which the kernel computes once per row */
+        memset(memo2, 0, g->n);
         for (uint32_t v = g->n; v-- > 1;) {
             uint32_t k = owner[v];
             if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || k == NO_KERNEL || k == MANY_KERNELS) continue;
             int64_t nv = tensor_numel(g->nodes[v].ndim, g->nodes[v].shape);
             int64_t nk = tensor_numel(g->nodes[k].ndim, g->nodes[k].shape);
-            if (nv >= 0 && nv * 16 <= nk && fused_cost(g, mat, memo, v)) {
+            if (nv >= 0 && nv * 16 <= nk && fused_cost(g, mat, memo, v) && fused_ops(g, mat, fused, memo2, v) >= 0) {
                 mat[v] = changed = 1;
                 break; /* the outermost such value: it holds the rest */
             }

@@ -160,6 +160,20 @@ int main(void)
     arena_free(&a3);
     end(ctx);
 
+    /* layer_norm over rows 16 times wider than the row count: 1/sqrt(var + eps)
+     * stays in the row kernel (not computed apart as a broadcast value) */
+    int64_t s2x64[2] = {2, 64}, d64 = 64;
+    kn_tensor *wide = kn_randn(ctx, KN_F32, 2, s2x64);
+    begin(ctx);
+    y = kn_layer_norm(ctx, wide, 1, &d64, NULL, NULL, 1e-5);
+    Arena a5;
+    Schedule s5;
+    arena_init(&a5, ctx);
+    CHECK_MSG(sched_build(ctx, ctx->trace, &y->node, 1, &a5, &s5) == 0 && s5.nkernels == 1, "layer_norm: %d kernels",
+              s5.nkernels);
+    arena_free(&a5);
+    end(ctx);
+
     kn_ctx_free(ctx);
     TEST_END("sched");
 }
