@@ -533,16 +533,21 @@ static void compile_job(void *arg, int i)
 }
 
 /* Where the next boundary after p starts (NULL: none), and its kind. */
+/* Where the next boundary after p starts (NULL: none), and its kind: one
+ * scan for what both boundaries begin with, so splitting is linear. */
 static const char *next_boundary(const char *p, int *unit)
 {
-    const char *a = strstr(p, PORT_PART), *b = strstr(p, PORT_UNIT);
-    if (!a && !b) return NULL;
-    *unit = !a || (b && b < a);
-    return *unit ? b : a;
+    static const char both[] = "\n/* kiln: "; /* PORT_PART's and PORT_UNIT's common start */
+    for (const char *b = strstr(p, both); b; b = strstr(b + 1, both)) {
+        if (!strncmp(b, PORT_PART, strlen(PORT_PART))) return *unit = 0, b;
+        if (!strncmp(b, PORT_UNIT, strlen(PORT_UNIT))) return *unit = 1, b;
+    }
+    return NULL;
 }
 
-/* Splits the source into at most MAX_JOBS jobs of whole pieces, each of
- * one kind, of about equal size; one job when it has no boundaries. */
+/* Splits the source into at most MAX_JOBS jobs of consecutive whole pieces,
+ * each of one kind, of about equal size; one job when it has no boundaries
+ * or the kinds alternate more often than there are jobs. */
 static void plan_jobs(Jobs *j, int want)
 {
     const char *src = j->source;
@@ -550,34 +555,26 @@ static void plan_jobs(Jobs *j, int want)
     int unit;
     const char *b = next_boundary(src, &unit);
     j->prelude = b ? (size_t)(b - src) : n;
-    if (!b || want < 2) {
-        j->njobs = 1, j->single = 1, j->from[0] = 0, j->to[0] = n, j->with_prelude[0] = 0;
-        return;
-    }
+    j->njobs = 1, j->single = 1, j->from[0] = 0, j->to[0] = n, j->with_prelude[0] = 0;
+    if (!b || want < 2) return;
     size_t per = (n - j->prelude) / (size_t)(want < MAX_JOBS ? want : MAX_JOBS) + 1;
-    j->njobs = 0;
+    int nj = 0;
     while (b) {
-        int kind = unit, next_unit = 0;
-        const char *e = next_boundary(b + 1, &next_unit);
+        int kind = unit;
+        const char *e = next_boundary(b + 1, &unit);
         size_t from = (size_t)(b - src), to = e ? (size_t)(e - src) : n;
-        int k = j->njobs - 1;
-        if (k >= 0 && j->with_prelude[k] == !kind && (j->to[k] - j->from[k] < per || j->njobs == MAX_JOBS) &&
-            j->to[k] == from)
-            j->to[k] = to; /* one more piece for the job */
-        else if (j->njobs < MAX_JOBS) {
-            k = j->njobs++;
-            j->from[k] = from, j->to[k] = to, j->with_prelude[k] = !kind;
-        } else { /* out of jobs: the last one of this kind takes it, if it is next to it */
-            for (k = j->njobs - 1; k >= 0 && !(j->with_prelude[k] == !kind && j->to[k] == from); k--) {}
-            if (k < 0) { /* nothing to join: one job for everything */
-                j->njobs = 1, j->single = 1, j->from[0] = 0, j->to[0] = n, j->with_prelude[0] = 0;
-                return;
-            }
-            j->to[k] = to;
+        int k = nj - 1; /* the last job ends where this piece starts */
+        if (k >= 0 && j->with_prelude[k] == !kind && (j->to[k] - j->from[k] < per || nj == MAX_JOBS))
+            j->to[k] = to; /* one more piece for it */
+        else if (nj < MAX_JOBS)
+            j->from[nj] = from, j->to[nj] = to, j->with_prelude[nj] = !kind, nj++;
+        else { /* out of jobs: everything as one */
+            j->njobs = 1, j->from[0] = 0, j->to[0] = n, j->with_prelude[0] = 0;
+            return;
         }
-        b = e, unit = next_unit;
+        b = e;
     }
-    j->single = 0;
+    j->njobs = nj, j->single = 0;
 }
 
 /* Compiles source into entry: in a fresh temporary directory, then rename. */
