@@ -186,13 +186,35 @@ IrRef ir_const(Kernel *k, kn_dtype dt, double v)
     return intern(k, &x);
 }
 
-IrRef ir_load(Kernel *k, int buf, ExprId index)
+IrRef ir_load(Kernel *k, int buf, ExprId index) { return ir_load_at(k, buf, index, 0); }
+
+IrRef ir_load_at(Kernel *k, int buf, ExprId index, IrRef off)
 {
-    if (buf < 0 || buf >= k->nbufs || !valid_expr(k, index)) return 0;
+    if (buf < 0 || buf >= k->nbufs || !valid_expr(k, index) || (off && !valid_value(k, off))) return 0;
     IrNode x = blank(IR_LOAD, k->bufs[buf].dtype);
     x.buf = buf;
     x.index = index;
+    x.a = off;
     return intern(k, &x);
+}
+
+IrRef ir_check(Kernel *k, IrRef v, ExprId bound)
+{
+    if (!valid_value(k, v) || !valid_expr(k, bound)) return 0;
+    IrNode x = blank(IR_CHECK, KN_I64);
+    x.a = v;
+    x.index = bound;
+    return intern(k, &x);
+}
+
+int ir_nsrc(const IrNode *x)
+{
+    switch (x->kind) {
+    case IR_OP: return x->op < OP_COUNT ? kn_opinfo[x->op].nsrc : 0;
+    case IR_LOAD: return x->a != 0;
+    case IR_CHECK: return 1;
+    default: return 0;
+    }
 }
 
 IrRef ir_index(Kernel *k, ExprId index)
@@ -290,11 +312,19 @@ IrRef ir_loop(Kernel *k, IrBlock *b, ExprId extent, LoopKind kind, uint32_t widt
 
 IrRef ir_store(Kernel *k, IrBlock *b, int buf, ExprId index, IrRef value)
 {
-    if (buf < 0 || buf >= k->nbufs || !valid_expr(k, index) || !valid_value(k, value)) return 0;
+    return ir_store_at(k, b, buf, index, 0, value, 0);
+}
+
+IrRef ir_store_at(Kernel *k, IrBlock *b, int buf, ExprId index, IrRef off, IrRef value, int add)
+{
+    if (buf < 0 || buf >= k->nbufs || !valid_expr(k, index) || !valid_value(k, value) || (off && !valid_value(k, off)))
+        return 0;
     IrNode x = blank(IR_STORE, 0);
     x.buf = buf;
     x.index = index;
     x.a = value;
+    x.b = off;
+    x.op = (uint16_t)(add ? OP_SUM : 0);
     return place(k, b, &x);
 }
 
@@ -401,7 +431,14 @@ static void put_value(Out *o, const Kernel *k, IrRef r, IrRef below, int depth)
         put_number(o, x->imm);
         if (x->dtype != KN_F32) put(o, ":%s", kn_dtype_name((kn_dtype)x->dtype));
         break;
-    case IR_LOAD: put(o, "b%d[", (int)x->buf), put_expr(o, k, x->index), put(o, "]"); break;
+    case IR_LOAD:
+        put(o, "b%d[", (int)x->buf), put_expr(o, k, x->index);
+        if (x->a) put(o, "; "), put_value(o, k, x->a, r, depth + 1);
+        put(o, "]");
+        break;
+    case IR_CHECK:
+        put(o, "check("), put_value(o, k, x->a, r, depth + 1), put(o, ", "), put_expr(o, k, x->index), put(o, ")");
+        break;
     case IR_ACCVAL: put(o, "a%d", (int)x->var); break;
     case IR_INDEX: put(o, "idx("), put_expr(o, k, x->index), put(o, ")"); break;
     case IR_RAND: put(o, "rand(%llu, ", (unsigned long long)x->seed), put_expr(o, k, x->index), put(o, ")"); break;
@@ -420,7 +457,9 @@ static void put_stmt(Out *o, const Kernel *k, const IrNode *x)
         if (has_lanes(x->dtype)) put(o, "(%u)", (unsigned)x->width);
         break;
     case IR_STORE:
-        put(o, "b%d[", (int)x->buf), put_expr(o, k, x->index), put(o, "] = ");
+        put(o, "b%d[", (int)x->buf), put_expr(o, k, x->index);
+        if (x->b) put(o, "; "), put_value(o, k, x->b, k->n, 0);
+        put(o, x->op == OP_SUM ? "] += " : x->op ? "] ?= " : "] = ");
         put_value(o, k, x->a, k->n, 0);
         break;
     case IR_ACC:
@@ -600,6 +639,20 @@ static int expr_until(Parser *P, char close, ExprId *e)
 
 static IrRef p_value(Parser *P);
 
+/* "[" read: EXPR [";" value] "]", the index and the offset (0 if none). */
+static int p_at(Parser *P, ExprId *e, IrRef *off)
+{
+    const char *q = P->p;
+    int open = 0;
+    for (; q < P->eol && !((*q == ']' || *q == ';') && open == 0); q++) open += *q == '(' ? 1 : *q == ')' ? -1 : 0;
+    if (q == P->eol) return fail(P, "expected ']'");
+    if (!expr_text(P, P->p, q, e)) return 0;
+    P->p = q + 1;
+    *off = 0;
+    if (*q == ']') return 1;
+    return (*off = p_value(P)) && expect(P, "]");
+}
+
 /* The length of the number at p: [-]digits[.digits][e[+-]digits], [-]inf
  * or nan; 0 if there is none. */
 static size_t number_len(const Parser *P)
@@ -663,8 +716,8 @@ static IrRef p_named(Parser *P)
     uint64_t seed;
     IrRef r;
     if (ch(P, 0) == 'b' && is_digit(ch(P, 1))) {
-        if (!numbered(P, 'b', &n) || !expect(P, "[") || !expr_until(P, ']', &e)) return 0;
-        return (r = ir_load(P->k, n, e)) ? r : fail(P, "unknown buffer b%d", n);
+        if (!numbered(P, 'b', &n) || !expect(P, "[") || !p_at(P, &e, &r)) return 0;
+        return (r = ir_load_at(P->k, n, e, r)) ? r : fail(P, "unknown buffer b%d", n);
     }
     if (ch(P, 0) == 'a' && is_digit(ch(P, 1))) {
         if (!numbered(P, 'a', &n)) return 0;
@@ -679,6 +732,10 @@ static IrRef p_named(Parser *P)
         if (!expect(P, "(") || (skip_sp(P), !number(P, UINT64_MAX, &seed)) || !expect(P, ",")) return 0;
         if (!expr_until(P, ')', &e)) return 0;
         return (r = ir_rand(P->k, seed, e)) ? r : fail(P, "out of memory");
+    }
+    if (strcmp(w, "check") == 0) {
+        if (!expect(P, "(") || !(r = p_value(P)) || !expect(P, ",") || !expr_until(P, ')', &e)) return 0;
+        return (r = ir_check(P->k, r, e)) ? r : fail(P, "out of memory");
     }
     return p_op(P, w);
 }
@@ -744,16 +801,18 @@ static IrRef p_acc(Parser *P, IrBlock *b)
     return r ? r : fail(P, "out of memory");
 }
 
-/* b<n> "[" EXPR "]" "=" value */
+/* b<n> "[" EXPR [";" value] "]" ("=" | "+=") value */
 static IrRef p_store(Parser *P, IrBlock *b)
 {
-    int buf;
+    int buf, add;
     ExprId e;
-    IrRef v, r;
+    IrRef v, r, off;
     if (!numbered(P, 'b', &buf)) return 0;
     if (buf >= P->k->nbufs) return fail(P, "unknown buffer b%d", buf);
-    if (!expect(P, "[") || !expr_until(P, ']', &e) || !expect(P, "=") || !(v = p_value(P))) return 0;
-    return (r = ir_store(P->k, b, buf, e, v)) ? r : fail(P, "out of memory");
+    if (!expect(P, "[") || !p_at(P, &e, &off)) return 0;
+    add = accept(P, "+=");
+    if ((!add && !expect(P, "=")) || !(v = p_value(P))) return 0;
+    return (r = ir_store_at(P->k, b, buf, e, off, v, add)) ? r : fail(P, "out of memory");
 }
 
 /* a<n> ("+=" | "max=") value */
@@ -970,12 +1029,29 @@ static int v_op(Verifier *v, IrRef r, const IrNode *x)
     return 0;
 }
 
+/* A data-dependent offset: an older i64 value. */
+static int v_offset(Verifier *v, IrRef off)
+{
+    if (!valid_value(v->k, off) || off >= v->k->n) return bad(v, "an offset is not a value");
+    if (v_value(v, off)) return -1;
+    return v->k->nodes[off].dtype == KN_I64 ? 0 : bad(v, "an offset must be i64");
+}
+
+static int v_check(Verifier *v, IrRef r, const IrNode *x)
+{
+    if (x->dtype != KN_I64) return bad(v, "check() must be i64");
+    if (!x->a || x->a >= r || !valid_value(v->k, x->a)) return bad(v, "check()'s operand is not an older value");
+    if (v_value(v, x->a)) return -1;
+    if (!dt_is_int((kn_dtype)v->k->nodes[x->a].dtype)) return bad(v, "check() takes an integer");
+    return v_syms(v, x->index, "bound");
+}
+
 static int v_load(Verifier *v, const IrNode *x)
 {
     const Kernel *k = v->k;
     if (x->buf < 0 || x->buf >= k->nbufs) return bad(v, "load from unknown buffer b%d", (int)x->buf);
     if (x->dtype != k->bufs[x->buf].dtype) return bad(v, "a load of b%d is not of its dtype", (int)x->buf);
-    return v_syms(v, x->index, "index");
+    return v_syms(v, x->index, "index") || (x->a && v_offset(v, x->a));
 }
 
 /* One value and, once per statement, those it uses. */
@@ -1003,6 +1079,7 @@ static int v_value(Verifier *v, IrRef r)
         return x->dtype == KN_I64 ? v_syms(v, x->index, "index") : bad(v, "idx() must be i64");
     case IR_RAND:
         return x->dtype == KN_F32 ? v_syms(v, x->index, "counter") : bad(v, "rand() must be f32");
+    case IR_CHECK: return v_check(v, r, x);
     default: return v_op(v, r, x);
     }
 }
@@ -1040,7 +1117,8 @@ static int v_store(Verifier *v, const IrNode *x)
     const Kernel *k = v->k;
     if (x->buf < 0 || x->buf >= k->nbufs) return bad(v, "store to unknown buffer b%d", (int)x->buf);
     if (k->bufs[x->buf].role == BUF_IN) return bad(v, "store to input buffer b%d", (int)x->buf);
-    if (v_syms(v, x->index, "index")) return -1;
+    if (x->op != 0 && x->op != OP_SUM) return bad(v, "a store is = or +=");
+    if (v_syms(v, x->index, "index") || (x->b && v_offset(v, x->b))) return -1;
     return v_root(v, x->a, k->bufs[x->buf].dtype);
 }
 
@@ -1110,7 +1188,7 @@ static void heights(Verifier *v)
         const IrNode *x = &v->k->nodes[r];
         IrRef src[3] = {x->a, x->b, x->c};
         unsigned h = 0;
-        for (int i = 0; i < 3 && x->kind == IR_OP; i++)
+        for (int i = 0; i < 3 && is_value(x->kind); i++)
             if (src[i] && src[i] < r && v->height[src[i]] > h) h = v->height[src[i]];
         v->height[r] = (uint16_t)(h <= IR_MAX_DEPTH ? h + 1 : IR_MAX_DEPTH + 1);
     }

@@ -32,9 +32,10 @@
  *     stmt   = "for" "s"N "in" EXPR [kind]       EXPR without spaces; body one level deeper
  *            | "acc" "a"N DTYPE ("sum" | "max")
  *            | "a"N ("+=" | "max=") value        the accumulator's own op
- *            | "b"N "[" EXPR "]" "=" value
+ *            | "b"N "[" EXPR [";" value] "]" ("=" | "+=") value
  *     kind   = "parallel" | "vector(" W ")" | "unroll(" W ")" | "gpu_block" | "gpu_thread"
- *     value  = "b"N "[" EXPR "]" | "a"N | "idx(" EXPR ")" | "rand(" SEED "," EXPR ")"
+ *     value  = "b"N "[" EXPR [";" value] "]" | "a"N | "idx(" EXPR ")" | "rand(" SEED "," EXPR ")"
+            | "check(" value "," EXPR ")"
  *            | NUMBER [":" DTYPE] | OPNAME "(" value ("," value)* ")" | "cast." DTYPE "(" value ")"
  *     NUMBER = [-]digits[.digits][e[+-]digits] | [-]inf | nan    shortest text that reads back
  *
@@ -42,9 +43,22 @@
  * name, with exactly its nsrc operands (every op prints prefix: add(x, y));
  * an "a"N value needs its "acc" line above it; numbers N are <= 1000000.
  *
+ * Data-dependent indices (gather, scatter_add): "b"N "[" EXPR ";" V "]" is
+ * element EXPR + V of the buffer, V an i64 value computed at run time (a
+ * loaded index times a stride); "+=" stores b[i] + value into b[i] (an
+ * accumulating store: scatter_add; a target may make it atomic). Such an
+ * offset is not an index expression, so passes treat it as opaque: a loop
+ * whose var it depends on is neither vectorised nor split across threads.
+ * check(V, N) is V (an integer value) when 0 <= V < N; otherwise it is 0,
+ * so the access stays in bounds, and the kernel reports V and N to the
+ * code that runs it (each target has its own way: the C target's kernels
+ * write them to an error cell passed after the thread pool), which turns
+ * the report into an error naming the op. The lowering wraps every index
+ * it loads from a buffer in a check, so no access depends on data unchecked.
+ *
  * Dtypes in the text: a constant is f32 unless it has a suffix (1:i64,
  * -inf:f64, 1:bool); a load has its buffer's dtype, an accumulator value
- * its declaration's, idx() is i64, rand() f32; an op's result follows the
+ * its declaration's, idx() and check() are i64, rand() f32; an op's result follows the
  * op's rule (below), a cast names its target. So every value's dtype is
  * recoverable and print(parse(print(k))) == print(k) byte for byte.
  */
@@ -70,6 +84,7 @@ typedef enum {
     IR_INDEX,  /* an index expression as a value (iota, masks); i64 */
     IR_OP,     /* op (a unary, binary, compare, where or cast primitive) of up to 3 values */
     IR_RAND,   /* Philox uniform in [0, 1) of (seed, counter index); f32 */
+    IR_CHECK,  /* a (an integer value) if 0 <= a < index, else 0 and a report; i64 */
     IR_NKINDS
 } IrKind;
 
@@ -82,21 +97,24 @@ typedef enum {
     LOOP_GPU_THREAD
 } LoopKind;
 
-/* Value nodes (CONST, LOAD, ACCVAL, INDEX, OP, RAND) are interned: building
+/* Value nodes (CONST, LOAD, ACCVAL, INDEX, OP, RAND, CHECK) are interned: building
  * the same value twice gives the same ref, so CSE is free; an operand is
  * always an older node than its user. Statement nodes (LOOP, STORE, ACC,
  * UPDATE) are never interned. Fields a kind does not use stay 0. */
 typedef struct {
     uint8_t kind;   /* IrKind */
     uint8_t dtype;  /* kn_dtype of a value; the loop kind of IR_LOOP */
-    uint16_t op;    /* IR_OP: the primitive; IR_ACC, IR_UPDATE: OP_SUM or OP_RMAX */
+    uint16_t op;    /* IR_OP: the primitive; IR_ACC, IR_UPDATE: OP_SUM or OP_RMAX; IR_STORE: OP_SUM for
+                       "+=", else 0 */
     uint32_t width; /* IR_LOOP: vector width or unroll factor (>= 1); 1 for other kinds */
-    IrRef a, b, c;  /* operands (IR_OP), value (IR_STORE, IR_UPDATE) */
+    IrRef a, b, c;  /* operands (IR_OP, IR_CHECK: a), value (IR_STORE, IR_UPDATE: a); a data-dependent
+                       offset, 0 if none (IR_LOAD: a, IR_STORE: b) */
     IrRef child;    /* IR_LOOP: first statement of the body */
     IrRef next;     /* statements: the next one in the same block */
     int32_t buf;    /* IR_LOAD, IR_STORE: buffer number */
     int32_t var;    /* IR_LOOP: its symbol; IR_ACC, IR_UPDATE, IR_ACCVAL: accumulator number */
-    ExprId index;   /* IR_LOAD, IR_STORE, IR_INDEX, IR_RAND: the index; IR_LOOP: the extent */
+    ExprId index;   /* IR_LOAD, IR_STORE, IR_INDEX, IR_RAND: the index; IR_LOOP: the extent; IR_CHECK: the
+                       bound */
     double imm;     /* IR_CONST: the value (integral for integer dtypes, 0 or 1 for bool) */
     uint64_t seed;  /* IR_RAND */
 } IrNode;
@@ -151,6 +169,9 @@ void ir_init(Kernel *k, Arena *a, ExprTable *ex, const char *name); /* other byt
 int ir_buf(Kernel *k, kn_dtype dt, BufRole role, ExprId size, uint32_t node); /* buffer number or -1 */
 IrRef ir_const(Kernel *k, kn_dtype dt, double v); /* integers: integral and in range; bool: v != 0 */
 IrRef ir_load(Kernel *k, int buf, ExprId index);  /* the buffer's dtype */
+/* element index + off (off an i64 value, or 0: ir_load) */
+IrRef ir_load_at(Kernel *k, int buf, ExprId index, IrRef off);
+IrRef ir_check(Kernel *k, IrRef v, ExprId bound); /* i64: v if 0 <= v < bound, else 0 and a report */
 IrRef ir_index(Kernel *k, ExprId index);          /* i64 */
 /* op elementwise (unary, binary, compare, where, cast) with exactly its
  * kn_opinfo nsrc operands, the rest 0; dt its result: the first operand's
@@ -161,8 +182,14 @@ IrRef ir_rand(Kernel *k, uint64_t seed, ExprId counter);
 IrRef ir_loop(Kernel *k, IrBlock *b, ExprId extent, LoopKind kind, uint32_t width); /* its var is k->nvars - 1;
                                                      width >= 1 for vector and unroll, else taken as 1 */
 IrRef ir_store(Kernel *k, IrBlock *b, int buf, ExprId index, IrRef value);
+/* b[index + off] = value, or += value if add (off an i64 value, or 0) */
+IrRef ir_store_at(Kernel *k, IrBlock *b, int buf, ExprId index, IrRef off, IrRef value, int add);
 int ir_acc(Kernel *k, IrBlock *b, Op op, kn_dtype dt);  /* accumulator number (k->naccs - 1) or -1 */
 IrRef ir_update(Kernel *k, IrBlock *b, int acc, IrRef value);
+
+/* The value operands of value node x, which are x->a, x->b, x->c in that
+ * order: how many (an op's nsrc, a load's offset, a check's value). */
+int ir_nsrc(const IrNode *x);
 
 /* ---- text, checks ---- */
 /* The grammar at the top, as snprintf: writes at most cap bytes including
@@ -181,6 +208,7 @@ int ir_parse(Kernel *k, const char *text, char *why, size_t whycap);
  *   cycles), loops nest at most IR_MAX_NEST deep, values IR_MAX_DEPTH;
  * - every symbol of an index or extent is the var of an enclosing loop, and
  *   no loop rebinds an enclosing loop's var;
+ * - a data-dependent offset is an i64 value, check() takes an integer;
  * - stores write out or tmp buffers, in the buffer's dtype; loads read any
  *   buffer in its dtype (an out buffer: what the kernel stored there
  *   before, which the verifier does not check);

@@ -222,13 +222,44 @@ static void build_misc(Kernel *k)
     CHECK(ir_store(k, &top, r, E(k, "0"), ir_op(k, OP_ADD, KN_F64, ir_accval(k, a), junk, 0)) != 0);
 }
 
+/* gather (row s0 of b0 picked by b1[s0]) and scatter_add (row s3 of b3 added to the row b2[s3] of b5) */
+static const char *index_text =
+    "kernel index(in b0 f32[40], in b1 i64[6], in b2 i32[6], in b3 f32[48], out b4 f32[48], out b5 f32[40])\n"
+    "  for s0 in 6\n"
+    "    for s1 in 8 vector(8)\n"
+    "      b4[s0*8+s1] = b0[s1; mul(check(b1[s0], 5), 8:i64)]\n"
+    "  for s2 in 40\n"
+    "    b5[s2] = 0\n"
+    "  for s3 in 6\n"
+    "    for s4 in 8\n"
+    "      b5[s4; mul(check(b2[s3], 5), 8:i64)] += b3[s3*8+s4]\n";
+
+static void build_index(Kernel *k)
+{
+    int x = ir_buf(k, KN_F32, BUF_IN, E(k, "40"), 0), i64 = ir_buf(k, KN_I64, BUF_IN, E(k, "6"), 0);
+    int i32 = ir_buf(k, KN_I32, BUF_IN, E(k, "6"), 0), src = ir_buf(k, KN_F32, BUF_IN, E(k, "48"), 0);
+    int g = ir_buf(k, KN_F32, BUF_OUT, E(k, "48"), 0), sc = ir_buf(k, KN_F32, BUF_OUT, E(k, "40"), 0);
+    IrBlock top = {0, 0};
+    IrBlock rows = {ir_loop(k, &top, E(k, "6"), LOOP_SERIAL, 1), 0};
+    IrBlock cols = {ir_loop(k, &rows, E(k, "8"), LOOP_VECTOR, 8), 0};
+    IrRef eight = ir_const(k, KN_I64, 8);
+    IrRef off = ir_op(k, OP_MUL, KN_I64, ir_check(k, ir_load(k, i64, E(k, "s0")), E(k, "5")), eight, 0);
+    ir_store(k, &cols, g, E(k, "s0*8+s1"), ir_load_at(k, x, E(k, "s1"), off));
+    IrBlock zero = {ir_loop(k, &top, E(k, "40"), LOOP_SERIAL, 1), 0};
+    ir_store(k, &zero, sc, E(k, "s2"), ir_const(k, KN_F32, 0));
+    IrBlock r2 = {ir_loop(k, &top, E(k, "6"), LOOP_SERIAL, 1), 0};
+    IrBlock c2 = {ir_loop(k, &r2, E(k, "8"), LOOP_SERIAL, 1), 0};
+    off = ir_op(k, OP_MUL, KN_I64, ir_check(k, ir_load(k, i32, E(k, "s3")), E(k, "5")), eight, 0);
+    CHECK(ir_store_at(k, &c2, sc, E(k, "s4"), off, ir_load(k, src, E(k, "s3*8+s4")), 1) != 0);
+}
+
 static const struct {
     const char *name, **text;
     void (*build)(Kernel *);
 } kernels[] = {
     {"pointwise", &pointwise_text, build_pointwise}, {"softmax", &softmax_text, build_softmax},
     {"linear_gelu", &linear_gelu_text, build_linear_gelu}, {"conv", &conv_text, build_conv},
-    {"misc", &misc_text, build_misc},
+    {"misc", &misc_text, build_misc}, {"index", &index_text, build_index},
 };
 #define NKERNELS (int)(sizeof kernels / sizeof kernels[0])
 
@@ -398,6 +429,12 @@ static void test_verify_text(void)
     rejects("kernel bad(out b0 bool[8])\n  for s0 in 8\n    b0[s0] = neg(1:bool)\n", "neg: bool operands");
     rejects("kernel bad(out b0 f32[8])\n  for s0 in -3\n    b0[s0] = 1\n", "negative extent");
     rejects("kernel bad(out b0 bool[1])\n  acc a0 bool sum\n", "bad accumulator dtype");
+    rejects("kernel bad(in b0 f32[8], in b1 i32[8], out b2 f32[8])\n  for s0 in 8\n    b2[s0] = b0[0; b1[s0]]\n",
+            "an offset must be i64");
+    rejects("kernel bad(in b0 f32[8], out b1 f32[8])\n  for s0 in 8\n    b1[0; check(b0[s0], 8)] += 1\n",
+            "check() takes an integer");
+    rejects("kernel bad(in b0 i64[8], out b1 f32[8])\n  for s0 in 8\n    b1[0; check(b0[s0], s1)] = 1\n",
+            "s1 in the bound is not the var");
 }
 
 /* A pointwise kernel to break by hand: its loop and its store. */
@@ -567,6 +604,10 @@ static const struct {
     {"kernel k(out b0 f32[4])\n  b0[0] = idx(s0\n", "line 2: expected ')'"},
     {"kernel k(out b0 f32[4])\n  b0[0] = -\n", "line 2: expected a value"},
     {"kernel k(out b0 f32[4])\n  b0[0] = 1e\n", "line 2: unexpected text at the end"},
+    {"kernel k(out b0 f32[4])\n  b0[0; ] = 1\n", "line 2: expected a value"},
+    {"kernel k(out b0 f32[4])\n  b0[0; 1:i64 = 1\n", "line 2: expected ']'"},
+    {"kernel k(out b0 f32[4])\n  b0[0] = check(1:i64 4)\n", "line 2: expected ','"},
+    {"kernel k(out b0 f32[4])\n  b0[0] =+ 1\n", "line 2: expected a value"},
     {"kernel k(out b0 f32[4])\n  b99999999[0] = 1\n", "line 2: number out of range"},
     {"kernel k(out b0 f32[4])\n\tb0[0] = 1\n", "line 2: indent must be two spaces"},
     {"kernel k(out b0 f32[4])\r\n  b0[0] = 1\n", "line 1: unexpected text at the end"},
