@@ -127,7 +127,7 @@ typedef struct CEntry {
     int ngs;
     Src *outs;
     Region *rg;
-    int kernels, ops, nodes;
+    int kernels, interp_steps, ops, nodes;
     size_t arena_bytes, code_bytes;
     double compile_ms;
     const char *backend;
@@ -347,6 +347,7 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
     ProgramStats st;
     program_stats(sg->prog, &st);
     e->kernels += st.kernels;
+    e->interp_steps += st.interp_steps;
     e->nodes += (int)(sg->g->n - 1 - sg->g->ninputs);
     e->arena_bytes += st.arena_bytes;
     e->code_bytes += st.code_bytes;
@@ -1400,6 +1401,7 @@ kn_status kn_fn_stats(const kn_fn *f, kn_fn_info *info)
     if (e) {
         info->graphs = e->nsegs + (e->rg != NULL);
         info->kernels = e->kernels;
+        info->interp_steps = e->interp_steps;
         info->arena_bytes = e->arena_bytes;
         info->code_bytes = e->code_bytes;
         info->compile_ms = e->compile_ms;

@@ -9,8 +9,8 @@
  * dot through the target's template (the rest of its kernel, if the
  * scheduler fused the dot into a pointwise reader, as the template's tile
  * epilogue: linear + bias + gelu is one step), or one primitive the
- * interpreter runs (gather and scatter_add until their lowering lands;
- * every node under backend interp). Kernels run their parallel loops on
+ * interpreter runs (a node lower_kernel leaves to it; every node under
+ * backend interp). Kernels run their parallel loops on
  * the port's thread pool. KILN_LOGS=fusion shows each kernel and what it
  * fused, loopir each kernel's loop IR, output_code the generated source. Every intermediate value
  * lives at a planned offset in one arena allocated at compile time, reused
@@ -463,7 +463,8 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
 {
     Tune *t = st->tune;
     const Kernel *k = st->gemm ? st->k : t->k[0]; /* whose buffers: the loop kernel's, or the epilogue's */
-    void *b[65], *eb[65], *mem[68];
+    void *b[66], *eb[66], *mem[68];
+    int64_t err[3] = {0, 0, 0}; /* scratch indices are 0: in range, but a kernel with checks names the cell */
     size_t bytes[68];
     int nmem = 0, ok = 1, nb = k ? k->nbufs : 0;
     KnParallel par = {port_parallel_for, port_threads()};
@@ -474,6 +475,7 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
         ok = ok && mem[nmem++];
     }
     eb[nb] = &par;
+    eb[nb + 1] = err;
     if (st->gemm && ok) {
         const GemmSpec *g = st->gemm;
         kn_dtype dt = g->dtype == GEMM_F32 ? KN_F32 : KN_F64;
@@ -667,16 +669,24 @@ static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
 static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
 {
     if (st->gemm) return run_gemm(p, st, vals);
-    void *bufs[65];
-    /* one past the buffers: the thread pool a parallel kernel splits its outer loop over */
+    void *bufs[66];
+    /* one past the buffers: the thread pool a parallel kernel splits its outer loop over; two past:
+     * the error cell where a check() of an index read at run time reports {1, index, bound} (ir.h) */
     KnParallel par = {port_parallel_for, port_threads()};
+    int64_t err[3] = {0, 0, 0};
     if (st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
     for (int b = 0; b < st->k->nbufs; b++) {
         uint32_t u = st->k->bufs[b].node;
         bufs[b] = vals[u] ? tensor_ptr(vals[u], vals[u]->offset) : (char *)p->mem + p->offset[u];
     }
     bufs[st->k->nbufs] = &par;
+    bufs[st->k->nbufs + 1] = err;
     p->t->run(st->fn, bufs, st->k);
+    if (err[0]) { /* only gather and scatter_add read indices (lower.c), each the node of its kernel */
+        const Node *n = &p->g->nodes[st->node];
+        return kn_errs(p->ctx, KN_EINDEX, "%s: index %lld out of range for dim %d of size %lld", kn_opinfo[n->op].name,
+                       (long long)err[1], (int)n->p.i[0], (long long)err[2]);
+    }
     return KN_OK;
 }
 

@@ -395,6 +395,7 @@ typedef struct {
 typedef struct {
     int calls, entries, recompiles, graphs, graph_breaks, eager_calls;
     int kernels;               /* compiled kernels, over every graph of the newest entry */
+    int interp_steps;          /* nodes of its graphs that a compiled backend leaves to the interpreter */
     size_t arena_bytes;        /* planned arena of the newest entry, summed over its graphs */
     size_t code_bytes;         /* generated source of the newest entry */
     double compile_ms;         /* trace + compile time of the newest entry */

@@ -172,7 +172,12 @@ static IrRef rw_value(Opt *o, IrRef r)
     IrNode x = k->nodes[r]; /* a copy: building moves the array */
     IrRef y = r;
     switch (x.kind) {
-    case IR_LOAD: y = ir_load(k, x.buf, o->fx(o, x.index)); break;
+    case IR_LOAD: {
+        IrRef off = x.a ? rw_value(o, x.a) : 0;
+        y = ir_load_at(k, x.buf, o->fx(o, x.index), off);
+        break;
+    }
+    case IR_CHECK: y = ir_check(k, rw_value(o, x.a), x.index); break; /* a bound has no loop var (collapse checks) */
     case IR_INDEX: y = ir_index(k, o->fx(o, x.index)); break;
     case IR_RAND: y = ir_rand(k, x.seed, o->fx(o, x.index)); break;
     case IR_OP: {
@@ -216,11 +221,11 @@ static void rw_block(Opt *o, IrRef loop, IrRef first)
         }
         if (x.kind != IR_STORE && x.kind != IR_UPDATE) continue;
         ExprId e = x.kind == IR_STORE ? o->fx(o, x.index) : 0;
-        IrRef v = rw_value(o, x.a), t;
+        IrRef v = rw_value(o, x.a), off = x.kind == IR_STORE && x.b ? rw_value(o, x.b) : 0, t;
         if (x.kind == IR_STORE && !e) o->oom = 1;
-        if (o->oom || (v == x.a && e == x.index)) continue;
+        if (o->oom || (v == x.a && e == x.index && off == x.b)) continue;
         IrBlock b = {loop, prev};
-        t = x.kind == IR_STORE ? ir_store(k, &b, x.buf, e, v) : ir_update(k, &b, x.var, v);
+        t = x.kind == IR_STORE ? ir_store_at(k, &b, x.buf, e, off, v, x.op == OP_SUM) : ir_update(k, &b, x.var, v);
         if (!t) o->oom = 1;
         else k->nodes[t].next = x.next, s = t; /* the old statement drops out */
     }
@@ -254,6 +259,20 @@ static int contains(const ExprTable *t, ExprId e, int v)
     if (x->kind == EX_SYM) return x->c == v;
     for (int i = 0; i < x->n; i++)
         if (contains(t, x->args[i], v)) return 1;
+    return 0;
+}
+
+/* Whether value r may change with s_v: an index below it names s_v (a
+ * data-dependent offset is opaque: it changes with whatever it reads at). */
+static int depends(const Kernel *k, IrRef r, int v, int depth)
+{
+    const IrNode *x = &k->nodes[r];
+    if (depth > IR_MAX_DEPTH) return 1;
+    if ((x->kind == IR_LOAD || x->kind == IR_INDEX || x->kind == IR_RAND || x->kind == IR_CHECK) &&
+        contains(k->ex, x->index, v))
+        return 1;
+    for (int i = 0; i < ir_nsrc(x); i++)
+        if (depends(k, i == 0 ? x->a : i == 1 ? x->b : x->c, v, depth + 1)) return 1;
     return 0;
 }
 
@@ -313,7 +332,9 @@ static int collapsible_value(Opt *o, IrRef r)
     if (r < o->n0 && o->stamp[r] == o->gen) return 1; /* checked already */
     if (r < o->n0) o->stamp[r] = o->gen;
     switch (x->kind) {
-    case IR_LOAD:
+    case IR_LOAD: return collapsible_expr(o, x->index) && (!x->a || collapsible_value(o, x->a));
+    case IR_CHECK:
+        return !contains(o->ex, x->index, o->var_o) && !contains(o->ex, x->index, o->var_i) && collapsible_value(o, x->a);
     case IR_INDEX:
     case IR_RAND: return collapsible_expr(o, x->index);
     case IR_OP:
@@ -331,7 +352,7 @@ static int collapsible_block(Opt *o, IrRef s)
             if (contains(o->ex, x->index, o->var_o) || contains(o->ex, x->index, o->var_i) ||
                 !collapsible_block(o, x->child))
                 return 0;
-        } else if (x->kind == IR_STORE && !collapsible_expr(o, x->index)) {
+        } else if (x->kind == IR_STORE && (!collapsible_expr(o, x->index) || (x->b && !collapsible_value(o, x->b)))) {
             return 0;
         }
         if ((x->kind == IR_STORE || x->kind == IR_UPDATE) && !collapsible_value(o, x->a)) return 0;
@@ -430,7 +451,10 @@ static void facts_value(Opt *o, IrRef r, Facts *f)
         f->loaded[x->buf] = 1;
         note_index(f, x->buf, x->index);
         if (f->var >= 0 && !(affine(o->ex, x->index, f->var, &a, &rest) && (a == 0 || a == 1))) f->strided = 1;
+        if (x->a && f->var >= 0 && depends(o->k, x->a, f->var, 0)) f->strided = 1; /* a gather across lanes */
+        if (x->a) facts_value(o, x->a, f);
     }
+    if (x->kind == IR_CHECK) facts_value(o, x->a, f);
     if (x->kind == IR_ACCVAL && !f->declared[x->var]) f->outside_acc = 1;
     if (x->kind == IR_OP) {
         if (x->a) facts_value(o, x->a, f);
@@ -457,6 +481,9 @@ static void facts_block(Opt *o, IrRef s, Facts *f)
             f->stored[x->buf] = 1;
             note_index(f, x->buf, x->index);
             facts_value(o, x->a, f);
+            if (x->b) facts_value(o, x->b, f);
+            if (x->b && f->var >= 0 && depends(o->k, x->b, f->var, 0)) f->strided = 1; /* lanes may collide */
+            if (x->op == OP_SUM) f->loaded[x->buf] = 1; /* += reads where it writes */
         }
     }
 }
@@ -516,6 +543,9 @@ static void region_value(Opt *o, IrRef r, int v, const uint8_t *stored, uint8_t 
     if (seen[r]) return;
     seen[r] = 1;
     if (x->kind == IR_LOAD && stored[x->buf]) region_add(o, &reg[x->buf], x->index, v);
+    if (x->kind == IR_LOAD && stored[x->buf] && x->a) reg[x->buf].bad = 1; /* where it reads depends on data */
+    if (x->kind == IR_LOAD && x->a) region_value(o, x->a, v, stored, seen, reg);
+    if (x->kind == IR_CHECK) region_value(o, x->a, v, stored, seen, reg);
     if (x->kind != IR_OP) return;
     if (x->a) region_value(o, x->a, v, stored, seen, reg);
     if (x->b) region_value(o, x->b, v, stored, seen, reg);
@@ -533,6 +563,7 @@ static void region_block(Opt *o, IrRef s, int v, const uint8_t *stored, uint8_t 
             continue;
         }
         if (x.kind == IR_STORE) region_add(o, &reg[x.buf], x.index, v);
+        if (x.kind == IR_STORE && x.b) reg[x.buf].bad = 1, region_value(o, x.b, v, stored, seen, reg); /* scatter */
         if (x.kind == IR_STORE || x.kind == IR_UPDATE) region_value(o, x.a, v, stored, seen, reg);
     }
 }

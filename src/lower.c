@@ -11,12 +11,16 @@
  *   - pointwise ops apply their op to their sources' values.
  * The kernel itself is a loop nest over its node's shape: a store for a
  * pointwise node, an accumulator over the reduced dims for sum and
- * reduce_max, over k for dot.
+ * reduce_max, over k for dot. gather is a load at a data-dependent offset
+ * (the index read, checked against the dim's size, times its stride);
+ * scatter_add a copy of its input and then an accumulating store at such
+ * an offset (lower_scatter).
  *
  * Requires: a Schedule of a verified graph with concrete shapes.
  * Produces: a Kernel whose buffer 0 is the output; other buffers are the
  * materialised nodes it reads (Kernel.bufs[i].node). LOWER_INTERP for
- * nodes this lowering leaves to the interpreter (gather, scatter_add).
+ * nodes this lowering leaves to the interpreter (a 0-d gather or
+ * scatter_add).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,11 +135,36 @@ static int row_invariant(const Lower *l, IrRef r, int depth)
            (!x->c || row_invariant(l, x->c, depth + 1));
 }
 
+/* The offset of index value iv along dim of a buffer of this shape:
+ * check(iv, shape[dim]) times the dim's stride, so it stays in bounds. */
+static IrRef index_offset(Lower *l, IrRef iv, int nd, const Dim *shape, int dim)
+{
+    int64_t stride = tensor_numel(nd - dim - 1, shape + dim + 1);
+    IrRef c = iv ? ir_check(l->k, iv, cst(l, shape[dim])) : 0;
+    return stride == 1 || !c ? c : ir_op(l->k, OP_MUL, KN_I64, c, ir_const(l->k, KN_I64, (double)stride), 0);
+}
+
+/* gather at idx: x[idx with idx[dim] replaced by index[idx]]; x is a
+ * buffer (the scheduler materialises it), the index any value */
+static IrRef gather_value(Lower *l, const Node *n, const ExprId *idx)
+{
+    const Node *x = &l->g->nodes[n->src[0]];
+    int dim = (int)n->p.i[0];
+    ExprId xi[KN_MAX_DIMS];
+    KN_ASSERT(l->s->materialised[n->src[0]]);
+    memcpy(xi, idx, (size_t)n->ndim * sizeof *idx);
+    xi[dim] = cst(l, 0);
+    IrRef off = index_offset(l, value(l, n->src[1], idx), x->ndim, x->shape, dim);
+    int b = buffer_of(l, n->src[0]);
+    return b < 0 || !off ? 0 : ir_load_at(l->k, b, linear(l, x->ndim, x->shape, xi), off);
+}
+
 static IrRef compute(Lower *l, uint32_t u, const ExprId *idx)
 {
     const Node *n = &l->g->nodes[u];
     kn_dtype dt = (kn_dtype)n->dtype;
     OpClass c = kn_opinfo[n->op].cls;
+    if (n->op == OP_GATHER) return gather_value(l, n, idx);
     if (c == OC_MOVE) {
         ExprId src[KN_MAX_DIMS];
         view_index(l, n, idx, src);
@@ -207,6 +236,26 @@ static int lower_pointwise(Lower *l, uint32_t v)
     ExprId idx[KN_MAX_DIMS];
     IrBlock top = {0, 0}, *body = loops(l, &top, n->ndim, n->shape, NULL, idx);
     return body && ir_store(l->k, body, 0, linear(l, n->ndim, n->shape, idx), compute(l, v, idx)) ? 0 : -1;
+}
+
+/* scatter_add: the output is a copy of x, then src[i] is added at i with
+ * i[dim] replaced by index[i], for every position i of the index in order
+ * (the interpreter's order, so floats round alike). Two loop nests; the
+ * second's accumulating store has a data-dependent offset, so the passes
+ * keep every loop around it serial but for a vector loop over a dim the
+ * offset does not depend on (an embedding's row). */
+static int lower_scatter(Lower *l, uint32_t v)
+{
+    const Node *n = &l->g->nodes[v], *ind = &l->g->nodes[n->src[1]];
+    int dim = (int)n->p.i[0], nd = n->ndim;
+    ExprId idx[KN_MAX_DIMS], oi[KN_MAX_DIMS];
+    IrBlock top = {0, 0}, *body = loops(l, &top, nd, n->shape, NULL, idx);
+    if (!body || !ir_store(l->k, body, 0, linear(l, nd, n->shape, idx), value(l, n->src[0], idx))) return -1;
+    if (!(body = loops(l, &top, nd, ind->shape, NULL, idx))) return -1;
+    memcpy(oi, idx, sizeof oi);
+    oi[dim] = cst(l, 0);
+    IrRef off = index_offset(l, value(l, n->src[1], idx), nd, n->shape, dim), src = value(l, n->src[2], idx);
+    return off && src && ir_store_at(l->k, body, 0, linear(l, nd, n->shape, oi), off, src, 1) ? 0 : -1;
 }
 
 /* The accumulator's dtype: f32 for the narrow floats, else the node's. */
@@ -473,7 +522,7 @@ int lower_epilogue(kn_ctx *ctx, const Graph *g, const Schedule *s, uint32_t v, E
 int lower_kernel(kn_ctx *ctx, const Graph *g, const Schedule *s, uint32_t v, ExprTable *ex, Arena *a, Kernel *k)
 {
     const Node *n = &g->nodes[v];
-    if (n->op == OP_GATHER || n->op == OP_SCATTER_ADD) return LOWER_INTERP;
+    if (kn_opinfo[n->op].cls == OC_INDEX && n->ndim == 0) return LOWER_INTERP; /* a 0-d index: the interpreter's */
     for (int d = 0; d < n->ndim; d++)
         if (DIM_IS_SYM(n->shape[d])) return kn_errs(ctx, KN_EUNSUPPORTED, "lower: symbolic shapes are not lowered yet");
     char name[32];
@@ -496,7 +545,7 @@ int lower_kernel(kn_ctx *ctx, const Graph *g, const Schedule *s, uint32_t v, Exp
     }
     uint32_t d = s->dot ? s->dot[v] : 0;
     int r = d ? lower_dot(&l, d, v) : l.nr ? lower_row(&l, v) : c == OC_REDUCE ? lower_reduce(&l, v)
-          : c == OC_DOT ? lower_dot(&l, v, v) : lower_pointwise(&l, v);
+          : c == OC_DOT ? lower_dot(&l, v, v) : n->op == OP_SCATTER_ADD ? lower_scatter(&l, v) : lower_pointwise(&l, v);
     if (l.bad_row) return kn_errs(ctx, KN_EINVAL, "lower: %s reads a fused reduction away from its row", name);
     return r ? kn_errs(ctx, KN_ENOMEM, "out of memory lowering %s", name) : 0;
 }

@@ -8,7 +8,8 @@
  *   they become index arithmetic in their readers;
  * - pointwise ops are fused into their readers (so chains fuse, and a
  *   reduction's elementwise input is its prologue);
- * - reductions, dot, gather and scatter_add each anchor a kernel, but a
+ * - reductions, dot, gather and scatter_add each anchor a kernel (gather's
+ *   input a buffer: it is read at data-dependent places), but a
  *   reduction over rows (trailing dims) fuses into its one reader kernel
  *   when that kernel iterates the same rows (softmax's max and sum,
  *   layer_norm's mean and variance: one kernel), and a dot fuses into its
@@ -353,11 +354,12 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
             if (!again) reads[u] = (uint16_t)(reads[u] + r > UINT16_MAX ? UINT16_MAX : reads[u] + r);
         }
     }
-    /* gather and scatter_add read whole buffers (their lowering is the
-     * interpreter's for now) */
+    /* gather reads its input at data-dependent places (lower.c), which only
+     * a buffer can be; its index and scatter_add's operands are read at
+     * the positions of the index (or the output), so they fuse (a token
+     * index expanded over the embedding's row is a view of the tokens) */
     for (uint32_t v = 1; v < g->n; v++)
-        if (kn_opinfo[g->nodes[v].op].cls == OC_INDEX)
-            for (int s = 0; s < g->nodes[v].nsrc; s++) mat[g->nodes[v].src[s]] = 1;
+        if (g->nodes[v].op == OP_GATHER) mat[g->nodes[v].src[0]] = 1;
     /* dot operands: a view of a buffer, or a buffer of their own */
     for (uint32_t v = 1; v < g->n; v++)
         if (g->nodes[v].op == OP_DOT)

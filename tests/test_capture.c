@@ -306,6 +306,8 @@ static void test_step(int bi, const char *name, ModelCfg cfg, int sgd)
     kn_fn_stats(f, &info);
     /* SGD with momentum recompiles once: its first step has no buffer yet */
     CHECK_MSG(info.entries == 1 + sgd && info.eager_calls == 0, "%s: entries %d", name, info.entries);
+    /* a compiled backend runs every node as a kernel (gpt: the embedding's gather and scatter_add too) */
+    CHECK_MSG(info.interp_steps == 0, "%s %s: %d nodes ran on the interpreter", bname[bi], name, info.interp_steps);
     kn_fn_free(f);
     kn_optim_free(sa.opt);
     kn_optim_free(sb.opt);

@@ -53,7 +53,7 @@ static kn_tensor *c_pool(kn_ctx *c, kn_tensor *const *in)
     return kn_max_pool2d(c, in[4], &o);
 }
 static kn_tensor *c_ce(kn_ctx *c, kn_tensor *const *in) { return kn_cross_entropy(c, in[0], in[2], NULL); }
-static kn_tensor *c_embedding(kn_ctx *c, kn_tensor *const *in) { return kn_embedding(c, in[1], in[7]); } /* gather: interp step */
+static kn_tensor *c_embedding(kn_ctx *c, kn_tensor *const *in) { return kn_embedding(c, in[1], in[7]); }
 static kn_tensor *c_ints(kn_ctx *c, kn_tensor *const *in)
 {
     kn_tensor *i = kn_to(c, kn_mul(c, in[0], kn_scalar(c, 10.0)), KN_I32);
@@ -153,6 +153,60 @@ static void run_threads(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *c
     CHECK_MSG(ok && memcmp(tensor_ptr(got[0], got[0]->offset), tensor_ptr(got[1], got[1]->offset), bytes) == 0,
               "%s, big, on %s: 3 threads differ from 1", cases[c].name, backend == BACKEND_TCC ? "tcc" : "c");
     kn_clear_error(ctx);
+    program_free(p);
+    graph_free(g);
+    kn_scope_end(ctx);
+}
+
+/* gather (dim 0 of a transposed (5, 7)) or scatter_add (dim 1, src (5, 6)) with an index of dtype it
+ * read at run time: the program equals eager bit for bit with no interpreter step, and an index out
+ * of range (-1, or the dim's size) fails as eager does: KN_EINDEX and eager's very message. */
+static kn_tensor *index_op(kn_ctx *c, int scatter, kn_tensor *x, kn_tensor *idx, kn_tensor *src)
+{
+    return scatter ? kn_scatter_add(c, x, 1, idx, src) : kn_gather(c, x, 0, idx);
+}
+
+static void index_case(kn_ctx *ctx, int scatter, kn_dtype it, CompileBackend be)
+{
+    const char *bn = be == BACKEND_TCC ? "tcc" : "c", *op = scatter ? "scatter_add" : "gather";
+    int64_t xs[2] = {7, 5}, ss[2] = {5, 6}, is[2] = {scatter ? 5 : 3, scatter ? 4 : 7}, iv[35];
+    int64_t n = is[0] * is[1], size = scatter ? 7 : 5;
+    kn_scope_begin(ctx);
+    for (int64_t i = 0; i < n; i++) iv[i] = (i * 3 + 1) % size; /* repeats: scatter_add adds twice */
+    kn_tensor *x = kn_transpose(ctx, kn_randn(ctx, KN_F32, 2, xs), 0, 1), *src = kn_randn(ctx, KN_F32, 2, ss);
+    kn_tensor *idx = kn_to(ctx, kn_tensor_from(ctx, KN_I64, 2, is, iv), it);
+    kn_tensor *want = index_op(ctx, scatter, x, idx, src), *got = NULL;
+    ctx->trace = graph_new(ctx);
+    kn_tensor *y = index_op(ctx, scatter, x, idx, src);
+    Graph *g = ctx->trace;
+    ctx->trace = NULL;
+    CompileOpts o = {be, KN_MODE_DEFAULT};
+    Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+    kn_tensor *ins[MAXIN];
+    int at = -1, same = 0;
+    for (uint32_t k = 0; k < g->ninputs && k < MAXIN; k++) at = g->input_vals[k] == idx ? (int)k : at, ins[k] = g->input_vals[k];
+    int ok = p && at >= 0 && program_run(p, ins, (int)g->ninputs, &got) == KN_OK;
+    double d = ok ? max_diff(ctx, got, want, &same) : INFINITY;
+    ProgramStats st = {0, 0, 0, 0, "?", 0, 0};
+    if (p) program_stats(p, &st);
+    CHECK_MSG(ok && same && d == 0, "%s %s index on %s: %s, max rel diff %g", op, kn_dtype_name(it), bn,
+              ok ? "ran" : kn_last_error(ctx), d);
+    CHECK_MSG(!port_jit_available(be == BACKEND_TCC ? PORT_TCC : PORT_CC) || st.interp_steps == 0,
+              "%s on %s: %d interpreter steps", op, bn, st.interp_steps);
+    for (int b = 0; b < 2 && ok; b++) {
+        char eager[256];
+        iv[n - 2] = b ? size : -1;
+        kn_tensor *bad = kn_to(ctx, kn_tensor_from(ctx, KN_I64, 2, is, iv), it);
+        kn_status es = index_op(ctx, scatter, x, bad, src) ? KN_OK : kn_last_status(ctx);
+        snprintf(eager, sizeof eager, "%s", kn_last_error(ctx));
+        ins[at] = bad;
+        kn_status cs = program_run(p, ins, (int)g->ninputs, &got);
+        CHECK_MSG(es == KN_EINDEX && cs == KN_EINDEX && strcmp(kn_last_error(ctx), eager + strlen("kn_: ") + strlen(op)) == 0,
+                  "%s index %lld on %s: eager %d '%s', compiled %d '%s'", op, (long long)iv[n - 2], bn, (int)es, eager,
+                  (int)cs, kn_last_error(ctx));
+        kn_clear_error(ctx);
+        iv[n - 2] = (n - 2) * 3 % size;
+    }
     program_free(p);
     graph_free(g);
     kn_scope_end(ctx);
@@ -298,6 +352,11 @@ int main(void)
         run_threads(ctx, (int)c, BACKEND_TCC, big);
         run_threads(ctx, (int)c, BACKEND_C, big);
     }
+    for (int sc = 0; sc < 2; sc++)
+        for (int it = 0; it < 2; it++) {
+            index_case(ctx, sc, it ? KN_I32 : KN_I64, BACKEND_TCC);
+            index_case(ctx, sc, it ? KN_I32 : KN_I64, BACKEND_C);
+        }
     test_autotune(ctx);
     kn_ctx_free(ctx);
     TEST_END("compile");

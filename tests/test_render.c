@@ -4,16 +4,17 @@
  * TinyCC and with the system compiler, run kernel by kernel in schedule
  * order on buffers of our own, and every kernel's output is compared with
  * the interpreter's value of its node (graph_run), then replaced by it, so
- * each kernel is checked on the interpreter's inputs (gather and
- * scatter_add, left to the interpreter, just take its value).
+ * each kernel is checked on the interpreter's inputs (a node left to the
+ * interpreter just takes its value).
  *
  * Graphs: every unary, binary, compare, where and cast primitive in every
  * dtype it takes (special values included: NaN, infinities, -0, f16
  * subnormals and overflow, integer extremes, zero divisors), fused chains,
  * reductions over various axes (max with NaN), views (permute, expand,
  * slice with steps, pad, reshape of a transposed tensor), dot, iota, full,
- * rand, and the composites softmax, layer_norm, gelu, conv2d and
- * cross_entropy. Hand-written IR kernels check index arithmetic (floor
+ * rand, gather and scatter_add (i32 and i64 indices, repeated, along
+ * either dim, of a transposed input; no kernel may report an index), and
+ * the composites softmax, layer_norm, gelu, conv2d and cross_entropy. Hand-written IR kernels check index arithmetic (floor
  * division and modulo of negative values), every loop kind and the
  * snprintf contract.
  *
@@ -280,8 +281,9 @@ static void run_with(int how, const CIsa *isa, Outs *o, const Graph *g, const Sc
             free(want);
             break;
         }
-        if (!lk[i].interp) { /* gather, scatter_add: the interpreter's value only */
-            void *b[65], *p = port_jit_sym(m, lk[i].k.name);
+        if (!lk[i].interp) { /* else the interpreter's value only */
+            void *b[66], *p = port_jit_sym(m, lk[i].k.name);
+            int64_t err[3] = {0, 0, 0}; /* the error cell of a kernel that checks indices */
             KernelFn fn = NULL;
             if (p) memcpy(&fn, &p, sizeof p);
             if (!EXPECT(fn && lk[i].k.nbufs <= 64, "%s: %s: no symbol %s", o->name, cc, lk[i].k.name)) {
@@ -290,7 +292,10 @@ static void run_with(int how, const CIsa *isa, Outs *o, const Graph *g, const Sc
             }
             for (int j = 0; j < lk[i].k.nbufs; j++) b[j] = bufs[lk[i].k.bufs[j].node].p;
             b[lk[i].k.nbufs] = NULL;
+            b[lk[i].k.nbufs + 1] = err;
             fn(b);
+            EXPECT(!err[0], "%s: %s: %s reports index %lld of %lld", o->name, cc, lk[i].k.name, (long long)err[1],
+                   (long long)err[2]);
             if (isa) { /* again on 4 threads' worth of chunks: the same bytes */
                 KnParallel par = {port_parallel_for, 4};
                 void *one = malloc(bytes ? bytes : 1);
@@ -653,6 +658,28 @@ static void test_composites(kn_ctx *ctx, kn_dtype dt)
     kn_scope_end(ctx);
 }
 
+/* gather and scatter_add of x (7, 13) with specials, in every dtype */
+static void test_indexing(kn_ctx *ctx, kn_dtype dt)
+{
+    Outs o;
+    char name[32];
+    int64_t s75[2] = {7, 5}, s47[2] = {4, 7}, s513[2] = {5, 13}, s73[2] = {7, 3}, v[65];
+    kn_scope_begin(ctx);
+    kn_tensor *x = xin(ctx, dt), *y = yin(ctx, dt), *xt = kn_transpose(ctx, xin(ctx, dt), 0, 1); /* (13, 7) */
+    for (int i = 0; i < 65; i++) v[i] = (i * 7 + i / 3) % 13;
+    kn_tensor *i1 = kn_tensor_from(ctx, KN_I64, 2, s75, v), *i2 = kn_to(ctx, kn_tensor_from(ctx, KN_I64, 2, s47, v), KN_I32);
+    for (int i = 0; i < 65; i++) v[i] = (i * 5 + i / 13) % 7; /* each one several times */
+    kn_tensor *i3 = kn_tensor_from(ctx, KN_I64, 2, s513, v), *i4 = kn_to(ctx, kn_tensor_from(ctx, KN_I64, 2, s73, v), KN_I32);
+    snprintf(name, sizeof name, "indexing_%s", DTN[dt]);
+    begin(ctx, &o, name);
+    out(&o, kn_gather(ctx, x, 1, i1), 1);
+    out(&o, kn_gather(ctx, xt, 0, i2), 1);
+    out(&o, kn_scatter_add(ctx, x, 0, i3, y), 1); /* f16, bf16: one float add rounded, as exact as the interpreter's */
+    out(&o, kn_scatter_add(ctx, xt, 1, i4, y), 1);
+    finish(&o);
+    kn_scope_end(ctx);
+}
+
 /* ---- hand-written IR ---- */
 
 /* Parses text, renders it (in the SIMD dialect for isa, if not NULL),
@@ -931,6 +958,7 @@ int main(void)
     test_dot(ctx, KN_I64);
     test_create(ctx);
     test_rand(ctx);
+    for (int d = 0; d < KN_NDTYPES; d++) test_indexing(ctx, (kn_dtype)d);
     test_composites(ctx, KN_F32);
     test_composites(ctx, KN_F64);
     kn_ctx_free(ctx);

@@ -167,6 +167,14 @@ static const char *const prelude[] = {
     "KN_HELPER int64_t kn_idiv(int64_t a, int64_t b) { return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b; }\n"
     "KN_HELPER int64_t kn_iabs(int64_t a) { return a < 0 ? (int64_t)(0 - (uint64_t)a) : a; }\n"
     "KN_HELPER int64_t kn_irecip(int64_t a) { return a == 1 ? 1 : a == -1 ? -1 : 0; }\n"
+    "/* an index read at run time (ir.h check): v in [0, n), else 0 (in bounds) and a report in the\n"
+    " * kernel's error cell b[nbufs + 1]: {1, v, n} (threads may race to write it: one report wins) */\n"
+    "KN_HELPER int64_t kn_check(int64_t v, int64_t n, int64_t *err)\n"
+    "{\n"
+    "    if (v >= 0 && v < n) return v;\n"
+    "    err[1] = v, err[2] = n, err[0] = 1;\n"
+    "    return 0;\n"
+    "}\n"
     "KN_HELPER int64_t kn_ipow(int64_t a, int64_t b)\n"
     "{\n"
     "    if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;\n"
@@ -713,6 +721,7 @@ typedef struct {
     int range;        /* >= 0: loop s<range> runs over [lo, hi) (a parallel loop's range function) */
     IrRef shared;     /* the value of consecutive statements, in temporary t<shared_temp> */
     int shared_temp;
+    int checks;       /* the kernel has a check(): its functions name the error cell kn_err */
 } R;
 
 #define MAX_BUFS 256 /* buffers whose use is tracked; beyond, all count as used */
@@ -751,10 +760,7 @@ static const IrNode *value_at(const Kernel *k, IrRef r, IrRef user)
     return x->kind >= IR_CONST && x->kind < IR_NKINDS ? x : NULL;
 }
 
-static int nops(const IrNode *x)
-{
-    return x->kind == IR_OP && x->op < OP_COUNT ? kn_opinfo[x->op].nsrc : 0;
-}
+static int nops(const IrNode *x) { return ir_nsrc(x); }
 
 static IrRef operand(const IrNode *x, int i) { return i == 0 ? x->a : i == 1 ? x->b : x->c; }
 
@@ -926,8 +932,16 @@ static void put_value(R *r, IrRef ref, IrRef user, int depth, int bare)
         put_part_strip(r->o, dts[x->dtype].load, 0, bare);
         put(r->o, "b%d[", (int)x->buf);
         put_index(r->o, r->k->ex, x->index, 0);
+        if (x->a) put_str(r->o, " + "), put_value(r, x->a, ref, depth + 1, 0);
         put_char(r->o, ']');
         put_part_strip(r->o, dts[x->dtype].load, 1, bare);
+        break;
+    case IR_CHECK:
+        put_str(r->o, "kn_check(");
+        put_value(r, x->a, ref, depth + 1, 1);
+        put_str(r->o, ", ");
+        put_index(r->o, r->k->ex, x->index, 0);
+        put_str(r->o, ", kn_err)");
         break;
     case IR_ACCVAL: /* integer accumulators are int64_t: wrapped to their dtype */
         if (dt_is_float((kn_dtype)x->dtype)) put(r->o, "a%d", (int)x->var);
@@ -1139,15 +1153,46 @@ static void put_loop(R *r, const IrNode *x, int level)
     put_str(r->o, "}\n");
 }
 
+/* b<buf>[index + offset], the element a store writes */
+static void put_elem(R *r, IrRef s, const IrNode *x)
+{
+    put(r->o, "b%d[", (int)x->buf);
+    put_index(r->o, r->k->ex, x->index, 0);
+    if (x->b) put_str(r->o, " + "), put_value(r, x->b, s, 0, 0);
+    put_char(r->o, ']');
+}
+
+/* b[i] += v as interp.c's scatter_add: floats add in their value type and
+ * round once on store (f16, bf16: exact, as ops on them), integers wrap */
+static void put_add_store(R *r, IrRef s, const IrNode *x, const DtFmt *f, int level)
+{
+    int fl = f->fn != NULL;
+    indent(r->o, level);
+    put_elem(r, s, x);
+    put_str(r->o, " = ");
+    put_part(r->o, f->save, 0);
+    if (!fl) put_part(r->o, f->wrap, 0), put_str(r->o, "(uint64_t)");
+    put_part(r->o, f->load, 0), put_elem(r, s, x), put_part(r->o, f->load, 1);
+    put_str(r->o, fl ? " + " : " + (uint64_t)");
+    put_value(r, x->a, s, 0, 0);
+    if (!fl) put_part(r->o, f->wrap, 1);
+    put_part(r->o, f->save, 1);
+    put_str(r->o, ";\n");
+}
+
 static void put_store(R *r, IrRef s, const IrNode *x, int level)
 {
     const IrBuf *b = x->buf >= 0 && x->buf < r->k->nbufs ? &r->k->bufs[x->buf] : NULL;
     const char *save = b && b->dtype < KN_NDTYPES ? dts[b->dtype].save : "KN_BAD_STORE(%s)";
     begin_value(r, x->a, s, level);
+    if (x->op == OP_SUM && b && b->dtype < KN_NDTYPES) {
+        put_add_store(r, s, x, &dts[b->dtype], level);
+        return;
+    }
     indent(r->o, level);
-    put(r->o, "b%d[", (int)x->buf);
-    put_index(r->o, r->k->ex, x->index, 0);
-    put_str(r->o, "] = ");
+    if (x->op) put_str(r->o, "KN_BAD_STORE_OP ");
+    put_elem(r, s, x);
+    put_str(r->o, " = ");
     put_part(r->o, save, 0);
     r->unrounded = x->a; /* kn_f2h(kn_rh(v)) is kn_f2h(v) */
     put_value(r, x->a, s, 0, bare_in(save, 1));
@@ -1288,6 +1333,7 @@ static void scan_value(R *r, IrRef value, IrRef stmt)
         const IrNode *x = &r->k->nodes[r->d->v[i].ref];
         if (x->kind == IR_LOAD && x->buf >= 0 && x->buf < MAX_BUFS) r->bufused[x->buf] = 1;
         if (x->kind == IR_ACCVAL && x->var >= 0 && x->var < MAX_ACCS) r->accread[x->var] = 1;
+        if (x->kind == IR_CHECK) r->checks = 1;
     }
 }
 
@@ -1299,6 +1345,7 @@ static void scan_block(R *r, IrRef s, int level, int all)
         if (x->kind == IR_LOOP && level <= IR_MAX_NEST) scan_block(r, x->child, level + 1, 1);
         if (x->kind == IR_STORE && x->buf >= 0 && x->buf < MAX_BUFS) r->bufused[x->buf] = 1;
         if (x->kind == IR_STORE || x->kind == IR_UPDATE) scan_value(r, x->a, s);
+        if (x->kind == IR_STORE && x->b) scan_value(r, x->b, s);
     }
 }
 
@@ -1323,6 +1370,12 @@ static void put_bufs(R *r, const uint8_t *bufused, int omit)
         put_index(r->o, k->ex, bf->size, 0);
         put_str(r->o, "] */\n");
     }
+}
+
+/* The error cell of a kernel with checks: b[nbufs + 1], after the thread pool. */
+static void put_err(R *r)
+{
+    if (r->checks) put(r->o, "    int64_t *kn_err = (int64_t *)b[%d]; (void)kn_err;\n", r->k->nbufs + 1);
 }
 
 /* A dot template's epilogue (Kernel.tile): its three loops (batch, M, N)
@@ -1368,7 +1421,8 @@ static void put_kernel(R *r)
     r->accread = accread;
     r->ntemps = 0;
     memset(bufused, 1, sizeof bufused);
-    scan_block(r, k->body, 0, 1); /* accread for the whole kernel */
+    r->checks = 0;
+    scan_block(r, k->body, 0, 1); /* accread and checks for the whole kernel */
     int npar = 0;
     for (IrRef s = k->body; s && s < k->n; s = k->nodes[s].next) {
         int p = par_index(r, s);
@@ -1377,6 +1431,7 @@ static void put_kernel(R *r)
         scan_block(r, s, 0, 0);
         put(r->o, "\nstatic void %s_p%d(void **b, int64_t lo, int64_t hi)\n{\n", k->name, p);
         put_bufs(r, bufused, 0);
+        put_err(r);
         r->range = k->nodes[s].var;
         put_loop(r, &k->nodes[s], 1);
         r->range = -1;
@@ -1389,6 +1444,7 @@ static void put_kernel(R *r)
     put(r->o, "\nvoid %s(void **b);\nvoid %s(void **b)\n{\n", k->name, k->name);
     if (npar) put(r->o, "    const kn_par *par = (const kn_par *)b[%d];\n", k->nbufs);
     put_bufs(r, bufused, npar > 0);
+    put_err(r);
     r->range = -2; /* the entry's top level: parallel loops are calls */
     put_block(r, k->body, 1);
     r->range = -1;
