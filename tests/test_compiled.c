@@ -20,7 +20,7 @@
  *   gradcheck  every case of every check of src/gradcheck.c (f64 leaves,
  *              transposed and broadcast inputs): forward and joint programs
  *              on tcc against the same programs on backend interp.
- *   shapes     pointwise, reduction, scan, dot, conv and pool families at
+ *   shapes     pointwise, reduction, scan, indexing, dot, conv and pool families at
  *              sizes 1, 7, 17, 33 and 65 (no multiple of a vector width or
  *              a tile), with broadcast, transposed, permuted and strided
  *              inputs, against backend interp: on tcc each size's forward and
@@ -29,7 +29,8 @@
  *
  * One CHECK per case and program kind. A case that does not trace, compile
  * or run, that runs on another backend than the one asked for (a fallback
- * to the interpreter), or whose values differ, fails. Skips are printed
+ * to the interpreter), any node of which the interpreter runs (gather and
+ * scatter_add compile too), or whose values differ, fails. Skips are printed
  * with their reason and never counted as passes: a case whose results are
  * all inputs themselves (nothing to compile), and the cases of untraceable[]
  * while their tracing fails. With no JIT on the platform (wasm, a board)
@@ -159,6 +160,9 @@ static int run_program(kn_ctx *ctx, Graph *g, const uint32_t *outs, int nouts, C
     if (!ok) snprintf(why, WHY_LEN, "program_run failed: %s", kn_last_error(ctx));
     else if (strcmp(st.backend, want) != 0) {
         snprintf(why, WHY_LEN, "ran on backend %s, not %s", st.backend, want);
+        ok = 0;
+    } else if (be != BACKEND_INTERP && st.interp_steps > 0) { /* every primitive compiles */
+        snprintf(why, WHY_LEN, "%d of its nodes ran on the interpreter", st.interp_steps);
         ok = 0;
     }
     if (interp_steps) *interp_steps = st.interp_steps;
@@ -777,6 +781,24 @@ static kn_tensor *s_scan_ints(Joint *j, int64_t n)
     return kn_add(c, kn_cumsum(c, x, 1), kn_mul(c, kn_to(c, i, KN_F32), am));
 }
 
+/* (3, n, 6): an embedding of i64 tokens into an (m, 6) table plus a gather of i32 rows of a
+ * transposed leaf, plus the sum of a scatter_add of an (n, 6) leaf into another; m the next size.
+ * Backward: the embedding's scatter_add, the gather's, and scatter_add's gather of its src. */
+static kn_tensor *s_index(Joint *j, int64_t n)
+{
+    kn_ctx *c = j->ctx;
+    int64_t m = next_size(n), tok[3 * 65], rows[65 * 6], ts[2] = {3, n}, rs[2] = {n, 6};
+    int64_t i;
+    for (i = 0; i < 3 * n; i++) tok[i] = (i * 7 + 1) % m;
+    for (i = 0; i < 6 * n; i++) rows[i] = (i * 5 + i / 6) % m; /* rows repeat: scatter_add adds several */
+    kn_tensor *w = leaf(j, 2, (int64_t[]){m, 6}), *xt = kn_transpose(c, leaf(j, 2, (int64_t[]){6, m}), 0, 1);
+    kn_tensor *r = kn_tensor_from(c, KN_I64, 2, rs, rows);
+    kn_tensor *e = kn_embedding(c, w, kn_tensor_from(c, KN_I64, 2, ts, tok));
+    kn_tensor *g = kn_gather(c, xt, 0, kn_to(c, r, KN_I32));
+    kn_tensor *sc = kn_scatter_add(c, leaf(j, 2, (int64_t[]){m, 6}), 0, r, leaf(j, 2, rs));
+    return kn_add(c, kn_add(c, e, kn_unsqueeze(c, g, 0)), kn_sum(c, sc, NULL, 0, 0));
+}
+
 /* (n, m) = (n, k) @ (k, m) with b a transposed leaf; k and m the next sizes */
 static kn_tensor *s_matmul(Joint *j, int64_t n)
 {
@@ -847,6 +869,7 @@ static const struct {
 } shape_cases[] = {
     {"pointwise", s_pointwise, 0, 0}, {"strided", s_strided, 0, 0},   {"reduce_rows", s_reduce_rows, 0, 0},
     {"reduce_cols", s_reduce_cols, 0, 0}, {"norm", s_norm, 0, 0},     {"scan_ints", s_scan_ints, 0, 0},
+    {"index", s_index, 0, 0},
     {"matmul", s_matmul, 1, 0},       {"linear", s_linear, 1, 1},     {"batched", s_batched, 1, 0},
     {"conv", s_conv, 1, 0},           {"conv_grouped", s_conv_grouped, 1, 0}, {"pool", s_pool, 1, 0},
 };
