@@ -806,6 +806,40 @@ static void test_index(int how)
     kn_ctx_free(ctx);
 }
 
+/* Indices out of range (-1, the size, -7) read and write element 0 instead and report to the
+ * error cell, the last report kept: the buffers they index sit against a PROT_NONE page, at their
+ * start and then at their end, so an unchecked access faults; for cc in both dialects. */
+static void test_checks(int how)
+{
+    const char *text = "kernel chk(in b0 f32[5], in b1 i64[4], in b2 i32[4], out b3 f32[4], out b4 f32[5])\n"
+                       "  for s0 in 4\n"
+                       "    b3[s0] = b0[0; check(b1[s0], 5)]\n"
+                       "  for s1 in 4\n"
+                       "    b4[0; check(b2[s1], 5)] += 1\n";
+    int64_t i1[4] = {0, 4, 5, -1}, err[3];
+    int32_t i2[4] = {-7, 2, 5, 2};
+    float got[4];
+    for (int at_end = 0; at_end < 2 + 2 * (how == PORT_CC); at_end++) { /* cc: then in the SIMD dialect */
+        Buf x, acc;
+        if (!EXPECT(buf_alloc(&x, 5 * sizeof(float), at_end % 2) && buf_alloc(&acc, 5 * sizeof(float), at_end % 2), "buffers"))
+            return;
+        float *xv = x.p, *av = acc.p;
+        for (int i = 0; i < 5; i++) xv[i] = (float)(i + 1) / 8, av[i] = (float)i;
+        memset(err, 0, sizeof err);
+        void *bufs[7] = {x.p, i1, i2, got, acc.p, NULL, err};
+        if (run_ir_isa(how, at_end > 1 ? c_isa_host() : NULL, text, bufs)) {
+            EXPECT(got[0] == xv[0] && got[1] == xv[4] && got[2] == xv[0] && got[3] == xv[0], "checked gather: %g %g %g %g",
+                   got[0], got[1], got[2], got[3]);
+            EXPECT(av[0] == 2 && av[1] == 1 && av[2] == 4 && av[3] == 3 && av[4] == 4, "checked scatter: %g %g %g %g %g",
+                   av[0], av[1], av[2], av[3], av[4]);
+            EXPECT(err[0] == 1 && err[1] == 5 && err[2] == 5, "error cell {%lld, %lld, %lld}", (long long)err[0],
+                   (long long)err[1], (long long)err[2]);
+        }
+        buf_free(&x);
+        buf_free(&acc);
+    }
+}
+
 /* Every loop kind renders as a serial loop; an unused buffer and an
  * accumulator nobody reads compile; a shared load under a where branch
  * stays under it. */
@@ -938,7 +972,7 @@ int main(void)
     EXPECT(port_jit_available(PORT_CC), "PORT_CC is not available");
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_text();
-    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_loops(how), test_math(how, NULL);
+    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_checks(how), test_loops(how), test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
     test_threads(PORT_TCC, NULL);
     test_threads(PORT_CC, NULL);
