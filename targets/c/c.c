@@ -3,7 +3,8 @@
  * (the system compiler, through port_jit's content-hash cache) and "tcc"
  * (libtcc in the process). "c" renders the SIMD dialect for the
  * instruction set CPU detection finds, "tcc" the scalar one (render.c);
- * both run a kernel as a call fn(bufs), bufs ending with the thread pool.
+ * both run a kernel as a call fn(bufs), bufs ending with the thread pool
+ * and the error cell of index checks.
  */
 #include <stdio.h>
 

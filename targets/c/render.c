@@ -28,7 +28,12 @@
  * - a cast to an integer from a float truncates and saturates as dt_store;
  * - `where` is a C conditional, so only the chosen operand is evaluated:
  *   lowering relies on it to keep out-of-bounds loads of pad unexecuted;
- * - index expressions use floor division and the divisor-signed modulo.
+ * - index expressions use floor division and the divisor-signed modulo;
+ * - a data-dependent offset adds to its index (gather, scatter_add); check()
+ *   is kn_check, which reports an index out of range in the kernel's error
+ *   cell, b[nbufs + 1] (after the thread pool), and gives 0 instead; a
+ *   store += adds as scatter_add does (floats in their value type, rounded
+ *   once on store; integers wrap).
  *
  * A statement's value is a DAG. Values it uses more than once become
  * `const` temporaries declared just before it, in post-order, so text grows
