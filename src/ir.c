@@ -1069,7 +1069,9 @@ static int v_value(Verifier *v, IrRef r)
         if (!const_fits((kn_dtype)x->dtype, &c) || memcmp(&c, &x->imm, sizeof c) != 0)
             return bad(v, "constant %g is not a canonical %s", x->imm, kn_dtype_name((kn_dtype)x->dtype));
         return 0;
-    case IR_LOAD: return v_load(v, x);
+    case IR_LOAD:
+        if (x->a >= r) return bad(v, "a load's offset is not an older value");
+        return v_load(v, x);
     case IR_ACCVAL: {
         const IrNode *d = visible(v, x->var);
         if (!d) return bad(v, "a%d is not declared in an enclosing block before this", (int)x->var);

@@ -496,6 +496,12 @@ static void test_verify_nodes(void)
     k->nodes[k->nodes[s].a].a = k->nodes[s].a; /* its own operand */
     broken(&f, "operand 1 of exp is not an older value");
     k = pointwise(&f, &l, &s);
+    { /* a load at an offset of itself: a cycle */
+        IrRef ld = k->nodes[k->nodes[s].a].a;
+        k->nodes[ld].a = ld;
+    }
+    broken(&f, "a load's offset is not an older value");
+    k = pointwise(&f, &l, &s);
     k->bufs[1].role = BUF_IN;
     broken(&f, "store to input buffer b1");
 }
