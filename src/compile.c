@@ -64,6 +64,7 @@ struct Program {
     size_t code_bytes;
     int nkernels, ninterp;
     int tuned, tune_cached;
+    double render_ns;   /* of load_kernels' time, rendering (KILN_LOGS=perf) */
 };
 
 static size_t node_bytes(const Node *n)
@@ -547,6 +548,7 @@ static int load_kernels(kn_ctx *ctx, Program *p)
                 st->shares = e;
     }
     /* one unit: the loop kernels, then each dot's template */
+    uint64_t t0 = port_now_ns();
     size_t len = nk ? p->t->render(ks, nk, NULL, 0) : 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
@@ -565,6 +567,7 @@ static int load_kernels(kn_ctx *ctx, Program *p)
         }
     }
     p->code_bytes = len;
+    p->render_ns = (double)(port_now_ns() - t0);
     log_text(ctx, LOG_OUTPUT_CODE, src);
     if (!(p->module = p->t->load(src, why))) return kn_errs(ctx, KN_EUNSUPPORTED, "backend %s: %s", p->t->name, why);
     for (int s = 0; s < p->nsteps; s++) {
@@ -606,15 +609,25 @@ Program *compile_graph(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int no
     ExprTable ex;
     expr_init(&ex, ctx);
     Schedule s;
+    uint64_t t[5];
+    t[0] = port_now_ns();
     int err = !p->outs || graph_verify(ctx, g);
     if (!err) memcpy(p->outs, outs, (size_t)nouts * sizeof *outs), p->nouts = nouts;
     err = err || sched_build(ctx, g, outs, nouts, &p->arena, &s);
     if (!err) log_fusion(ctx, g, &s);
+    t[1] = port_now_ns();
     err = err || lower_steps(ctx, p, &s, &ex, p->t == NULL);
+    t[2] = port_now_ns();
     err = err || plan(ctx, p);
     err = err || (p->t && o && o->mode == KN_MODE_MAX_AUTOTUNE && tune_prepare(ctx, p));
+    t[3] = port_now_ns();
     err = err || (p->t && load_kernels(ctx, p)); /* and times the candidates */
+    t[4] = port_now_ns();
     expr_free(&ex);
+    if (!err)
+        log_line(ctx, LOG_PERF, "compile: schedule %.1f ms, lower and loop passes %.1f ms, plan %.1f ms, "
+                 "render %.1f ms, compile and load %.1f ms", (double)(t[1] - t[0]) / 1e6, (double)(t[2] - t[1]) / 1e6,
+                 (double)(t[3] - t[2]) / 1e6, p->render_ns / 1e6, (double)(t[4] - t[3] - p->render_ns) / 1e6);
     if (err) {
         program_free(p);
         return NULL;
