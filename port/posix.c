@@ -20,6 +20,7 @@
  * one key both succeed. Nothing is ever evicted.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* dladdr (port_build_id) */
 #include "stdio_port.h"
 
 #include <dlfcn.h>
@@ -710,6 +711,25 @@ void port_jit_free(PortModule *m)
     if (m->how == PORT_TCC) jit_tcc_delete(m->handle);
     else dlclose(m->handle);
     free(m);
+}
+
+int port_cache_path(const char *name, char *path, size_t cap)
+{
+    char dir[JIT_PATH], why[256];
+    if (!cache_dir(dir, why)) return 0;
+    int n = snprintf(path, cap, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < cap;
+}
+
+uint64_t port_build_id(void)
+{
+    Dl_info di;
+    struct stat st;
+    if (!dladdr((void *)(uintptr_t)port_build_id, &di) || !di.dli_fname || stat(di.dli_fname, &st) != 0) return 0;
+    uint64_t h = fnv1a_str(FNV_BASIS, di.dli_fname), v[4] = {(uint64_t)st.st_size, (uint64_t)st.st_ino,
+                                                              (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+    h = fnv1a(h, v, sizeof v);
+    return h ? h : 1;
 }
 
 int port_jit_available(int how)
