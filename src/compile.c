@@ -43,6 +43,8 @@ typedef struct {
     int64_t off[2];     /* and where the views start, in elements */
     struct Tune *tune;  /* max-autotune: its candidates, or NULL */
     int shares;         /* a dot whose spec an earlier step's has (names aside): that step, else -1 */
+    int same;           /* a loop kernel equal to an earlier step's but for its name and the nodes its buffers
+                           hold: that step, whose code it runs, else -1 */
     void *epi;          /* a dot's epilogue entry, handed to the template (so it can share a unit) */
 } Step;
 
@@ -525,16 +527,75 @@ static int same_gemm(const GemmSpec *a, const GemmSpec *b)
 
 static int find_entries(kn_ctx *ctx, Program *p);
 
+/* FNV-1a 64 of a kernel's code: what same_kernel compares (names and the
+ * graph nodes its buffers hold left out). */
+static uint64_t kernel_hash(const Kernel *k)
+{
+    uint64_t h = fnv(0xcbf29ce484222325ull, (const char *)&k->n, sizeof k->n);
+    h = fnv(h, (const char *)&k->nbufs, sizeof k->nbufs);
+    h = fnv(h, (const char *)&k->body, sizeof k->body);
+    for (uint32_t i = 1; i < k->n; i++) {
+        const IrNode *x = &k->nodes[i];
+        uint32_t v[12] = {x->kind, x->dtype, x->op, x->width, x->a, x->b, x->c, x->child, x->next, (uint32_t)x->buf,
+                          (uint32_t)x->var, x->index};
+        h = fnv(h, (const char *)v, sizeof v);
+    }
+    return h;
+}
+
+static int same_node(const IrNode *x, const IrNode *y)
+{
+    return x->kind == y->kind && x->dtype == y->dtype && x->op == y->op && x->width == y->width && x->a == y->a &&
+           x->b == y->b && x->c == y->c && x->child == y->child && x->next == y->next && x->buf == y->buf &&
+           x->var == y->var && x->index == y->index && !memcmp(&x->imm, &y->imm, sizeof x->imm) && x->seed == y->seed;
+}
+
+/* Whether a and b render to the same code but for their names: the same
+ * nodes, buffers of the same dtypes, roles and sizes (expressions of the
+ * program's one table, interned: equal ids are equal expressions). */
+static int same_kernel(const Kernel *a, const Kernel *b)
+{
+    if (a->ex != b->ex || a->n != b->n || a->nbufs != b->nbufs || a->body != b->body || a->nvars != b->nvars ||
+        a->naccs != b->naccs || a->tile != b->tile)
+        return 0;
+    for (int i = 0; i < a->nbufs; i++)
+        if (a->bufs[i].dtype != b->bufs[i].dtype || a->bufs[i].role != b->bufs[i].role || a->bufs[i].size != b->bufs[i].size)
+            return 0;
+    for (uint32_t i = 1; i < a->n; i++)
+        if (!same_node(&a->nodes[i], &b->nodes[i])) return 0;
+    return 1;
+}
+
+/* Step s's `same`: a plain loop kernel (no dot, no candidates) equal to an
+ * earlier one runs that one's code, so it is rendered and compiled once
+ * (a transformer's layers and Adam's updates of equal shapes repeat theirs). */
+static void share_kernels(Program *p, uint64_t *hash)
+{
+    for (int s = 0; s < p->nsteps; s++) {
+        Step *st = &p->steps[s];
+        st->same = -1;
+        if (st->interp || !st->k || st->gemm || st->tune) continue;
+        hash[s] = kernel_hash(st->k);
+        for (int e = 0; e < s && st->same < 0; e++) {
+            const Step *x = &p->steps[e];
+            if (!x->interp && x->k && !x->gemm && !x->tune && x->same < 0 && hash[e] == hash[s] && same_kernel(x->k, st->k))
+                st->same = e;
+        }
+    }
+}
+
 /* Renders every kernel into one unit, compiles and loads it, finds each entry. */
 static int load_kernels(kn_ctx *ctx, Program *p)
 {
     const Kernel **ks = arena_alloc(&p->arena, (size_t)(p->nsteps ? p->nsteps : 1) * TUNE_N * sizeof *ks);
-    if (!ks) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+    uint64_t *hash = arena_alloc(&p->arena, (size_t)(p->nsteps ? p->nsteps : 1) * sizeof *hash);
+    if (!ks || !hash) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+    share_kernels(p, hash);
     int nk = 0, ng = 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
         if (st->gemm) ng++;
-        if (st->interp || !st->k) continue;
+        if (st->interp || !st->k || st->same >= 0) continue;
         if (st->tune && !st->gemm)
             for (int i = 0; i < st->tune->n; i++) ks[nk++] = st->tune->k[i];
         else ks[nk++] = st->k; /* a dot's epilogue too */
@@ -591,7 +652,8 @@ static int find_entries(kn_ctx *ctx, Program *p)
             if (tune_step(ctx, p, st)) return ctx->status;
             continue;
         }
-        const char *name = st->gemm ? p->steps[st->shares < 0 ? s : st->shares].gemm->name : st->k ? st->k->name : NULL;
+        const char *name = st->gemm ? p->steps[st->shares < 0 ? s : st->shares].gemm->name
+                           : st->k ? p->steps[st->same < 0 ? s : st->same].k->name : NULL;
         if (!st->interp && !(st->fn = p->t->sym(p->module, name)))
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, name);
         if (st->gemm && st->k && !(st->epi = p->t->sym(p->module, st->k->name)))
@@ -769,7 +831,8 @@ static void pcache_store(const Program *p, uint64_t key)
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
         pc_u64(&o, st->node);
-        pc_u64(&o, (uint64_t)st->interp | (uint64_t)(st->k != NULL) << 1 | (uint64_t)(st->gemm != NULL) << 2);
+        pc_u64(&o, (uint64_t)st->interp | (uint64_t)(st->k != NULL) << 1 | (uint64_t)(st->gemm != NULL) << 2 |
+                       (uint64_t)(st->same + 1) << 3);
         if (st->k) pc_kernel(&o, st->k);
         if (!st->gemm) continue;
         pc_gemm(&o, st->gemm);
@@ -838,9 +901,13 @@ static int pc_read(PcIn *in, Program *p)
     for (p->nsteps = 0; p->nsteps < n && !in->bad; p->nsteps++) {
         Step *st = &p->steps[p->nsteps];
         st->node = (uint32_t)pc_below(in, p->g->n);
-        uint64_t kind = pc_below(in, 8);
+        uint64_t kind = pc_below(in, 8 * ((uint64_t)p->nsteps + 1));
         st->interp = kind & 1;
         st->shares = -1;
+        st->same = (int)(kind >> 3) - 1;
+        if (st->same >= 0 && (st->interp || !(kind & 2) || (kind & 4) || !p->steps[st->same].k || p->steps[st->same].gemm ||
+                              p->steps[st->same].same >= 0))
+            return 0;
         if (kind & 2 && (!(st->k = arena_alloc(&p->arena, sizeof *st->k)) || !pc_read_kernel(in, p, st->k))) return 0;
         if (!(kind & 4)) {
             if (!st->interp && !st->k) return 0; /* a compiled step runs a kernel or a dot */

@@ -257,6 +257,59 @@ static void test_shared_dots(kn_ctx *ctx)
     }
 }
 
+/* definitions of kernel entries: "void NAME(void **b)" lines (the declarations end in ';') */
+static void count_entries(void *user, const char *line)
+{
+    const char *q = strstr(line, "void ");
+    if (q && strstr(q, "(void **b)") && !strchr(q, ';') && !strncmp(q + 5, "k", 1)) ++*(int *)user;
+}
+
+/* Three outputs: tanh(x * 1.5 + 1) of two inputs of one shape, the second
+ * transposed (copied contiguous when bound: two kernels equal but for their
+ * names and buffers, one function that both steps run on their own
+ * buffers), and of an input of another size (a function of its own). Each
+ * equals eager. */
+static void test_shared_kernels(kn_ctx *ctx)
+{
+    int64_t s[2] = {7, 13}, st13[2] = {13, 7}, s5[2] = {5, 13};
+    kn_tensor *in[3] = {kn_randn(ctx, KN_F32, 2, s), kn_transpose(ctx, kn_randn(ctx, KN_F32, 2, st13), 0, 1),
+                        kn_randn(ctx, KN_F32, 2, s5)};
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *want[3], *y[3], *got[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3; i++)
+            want[i] = kn_tanh(ctx, kn_add(ctx, kn_mul(ctx, in[i], kn_scalar(ctx, 1.5)), kn_scalar(ctx, 1)));
+        ctx->trace = graph_new(ctx);
+        for (int i = 0; i < 3; i++)
+            y[i] = kn_tanh(ctx, kn_add(ctx, kn_mul(ctx, in[i], kn_scalar(ctx, 1.5)), kn_scalar(ctx, 1)));
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        uint32_t outs[3] = {y[0] ? y[0]->node : 0, y[1] ? y[1]->node : 0, y[2] ? y[2]->node : 0};
+        int fns = 0;
+        kn_set_log(ctx, count_entries, &fns);
+        kn_set_logs(ctx, "output_code");
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT};
+        Program *p = y[0] && y[1] && y[2] ? compile_graph(ctx, g, outs, 3, &o) : NULL;
+        kn_set_logs(ctx, "");
+        kn_set_log(ctx, NULL, NULL);
+        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0};
+        if (p) program_stats(p, &ps);
+        int ok = p && program_run(p, g->input_vals, (int)g->ninputs, got) == KN_OK;
+        for (int i = 0; i < 3; i++) {
+            int same = 0;
+            double d = ok ? max_diff(ctx, got[i], want[i], &same) : INFINITY;
+            CHECK_MSG(same && d < 2e-5, "shared kernels on %s, output %d: %s, max rel diff %g", ps.backend, i,
+                      kn_last_error(ctx), d);
+        }
+        if (strcmp(ps.backend, "interp") != 0)
+            CHECK_MSG(ps.kernels == 3 && fns == 2, "%s: %d kernels in %d functions, expected 3 in 2", ps.backend,
+                      ps.kernels, fns);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
 /* The program cache (backend c): in a fresh $KILN_CACHE_DIR a program (a dot
  * with its epilogue, loop kernels, a gather on the interpreter) is compiled,
  * then taken from its entry, equal to eager both times; an entry that is
@@ -392,6 +445,7 @@ int main(void)
     if (!port_jit_available(PORT_TCC) || !port_jit_available(PORT_CC))
         printf("SKIP compile: a JIT is missing on this platform (%s): programs run on the interpreter\n", port_name());
     test_shared_dots(ctx);
+    test_shared_kernels(ctx);
     test_program_cache(ctx, in);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         run_case(ctx, (int)c, BACKEND_TCC, in, MAXIN);
