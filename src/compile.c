@@ -919,7 +919,7 @@ static int pc_read(PcIn *in, Program *p)
         for (int i = 0; i < 2; i++) st->root[i] = (uint32_t)pc_below(in, p->g->n), st->off[i] = (int64_t)pc_get(in);
         if (st->shares >= 0 && !p->steps[st->shares].gemm) return 0;
     }
-    p->src = pc_getstr(in, &p->arena, (uint64_t)1 << 40);
+    p->src = pc_getstr(in, &p->arena, SIZE_MAX);
     if (in->bad || !p->src || in->p != in->end) return 0;
     if (!*p->src) p->src = NULL;
     for (int s = 0; s < p->nsteps; s++) {

@@ -316,6 +316,7 @@ static void test_shared_kernels(kn_ctx *ctx)
  * corrupt (a flipped byte), truncated, of another key, or whole by its
  * checksum but with a field out of range is never trusted: the program is
  * compiled afresh, still equal, and the entry written again. */
+#if defined(__unix__) && !defined(__wasi__)
 static kn_tensor *c_cached(kn_ctx *c, kn_tensor *const *in)
 {
     int one = 1;
@@ -323,7 +324,6 @@ static kn_tensor *c_cached(kn_ctx *c, kn_tensor *const *in)
     return kn_add(c, kn_softmax(c, kn_gelu(c, kn_linear(c, in[0], in[1], in[3]), 1), 1), e);
 }
 
-#if defined(__unix__) && !defined(__wasi__)
 static uint64_t fnv64(const unsigned char *p, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;
