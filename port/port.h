@@ -106,4 +106,15 @@ void port_jit_free(PortModule *m);
 /* 1 if that compiler can be used here (the first call may run it once), else 0 */
 int port_jit_available(int how);
 
+/* The path of file name in PORT_CC's cache directory (created if missing),
+ * for other caches of compiled work: 1, or 0 where there is none (no such
+ * directory here, or the path does not fit cap). */
+int port_cache_path(const char *name, char *path, size_t cap);
+
+/* What identifies the build of kiln running now, so that work cached by
+ * another build is never taken for this one's: posix hashes the path, size,
+ * inode and modification time of the file holding kiln's code; 0 where it
+ * cannot be known (then nothing may be cached across processes). */
+uint64_t port_build_id(void);
+
 #endif

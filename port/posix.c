@@ -20,6 +20,7 @@
  * one key both succeed. Nothing is ever evicted.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* dladdr (port_build_id) */
 #include "stdio_port.h"
 
 #include <dlfcn.h>
@@ -313,6 +314,43 @@ static int run(char *const argv[], char *out, size_t cap)
 
 /* The compiler's identity: the first line of `$cmd --version`, asked once per
  * command per process. 1 with it in ident (256 bytes), or 0 with why. */
+static int cache_dir(char *dir, char *why);
+
+/* The file the command's first word runs (through $PATH if it has no '/')
+ * and its stat; 0 if none is found. */
+static int compiler_file(const char *cmd, char *path, struct stat *st)
+{
+    size_t n = strcspn(cmd += strspn(cmd, " "), " ");
+    if (!n || n >= 512) return 0;
+    if (memchr(cmd, '/', n)) {
+        snprintf(path, JIT_PATH, "%.*s", (int)n, cmd);
+        return stat(path, st) == 0;
+    }
+    for (const char *p = getenv("PATH"); p && *p;) {
+        size_t m = strcspn(p, ":");
+        if (m && m < 3000) {
+            snprintf(path, JIT_PATH, "%.*s/%.*s", (int)m, p, (int)n, cmd);
+            if (stat(path, st) == 0 && S_ISREG(st->st_mode)) return 1;
+        }
+        p += m + (p[m] == ':');
+    }
+    return 0;
+}
+
+/* The first line of `cmd --version` as remembered in the cache directory
+ * for the compiler's file as it is now (path, size, inode, modification
+ * time), so that a warm start spawns no process: 1 (in line), or 0. */
+static int identity_file(const char *cmd, char *file)
+{
+    char path[JIT_PATH], dir[JIT_PATH], why[256];
+    struct stat st;
+    if (!compiler_file(cmd, path, &st) || !cache_dir(dir, why)) return 0;
+    uint64_t v[4] = {(uint64_t)st.st_size, (uint64_t)st.st_ino, (uint64_t)st.st_mtim.tv_sec,
+                     (uint64_t)st.st_mtim.tv_nsec};
+    uint64_t h = fnv1a(fnv1a_str(fnv1a_str(FNV_BASIS, cmd), path), v, sizeof v);
+    return snprintf(file, JIT_PATH, "%.4000s/cc-%016" PRIx64 ".id", dir, h) < JIT_PATH;
+}
+
 static int compiler_identity(const char *cmd, char *ident, char *why)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -322,9 +360,17 @@ static int compiler_identity(const char *cmd, char *ident, char *why)
     if (!known[0] || strcmp(known, cmd) != 0) {
         Args a = {.argc = 0};
         char out[512];
+        char file[JIT_PATH], err[128];
+        void *data = NULL;
+        size_t size = 0;
+        int have = identity_file(cmd, file);
         snprintf(known, sizeof known, "%s", cmd);
         ok = 0;
-        if (!args_add(&a, cmd, 1) || !a.argc || !args_add(&a, "--version", 0)) {
+        if (have && port_read_file(file, &data, &size, err) == 0 && size > 0 && size < sizeof line &&
+            !memchr(data, '\n', size) && !memchr(data, '\0', size)) {
+            memcpy(line, data, size), line[size] = '\0';
+            ok = 1;
+        } else if (!args_add(&a, cmd, 1) || !a.argc || !args_add(&a, "--version", 0)) {
             snprintf(reason, sizeof reason, "cc: bad compiler command '%.100s' (KILN_CC)", cmd);
         } else {
             int st = run(a.argv, out, sizeof out);
@@ -332,12 +378,14 @@ static int compiler_identity(const char *cmd, char *ident, char *why)
             if (st == 0 && out[0]) {
                 snprintf(line, sizeof line, "%.255s", out);
                 ok = 1;
+                if (have) port_write_file(file, line, strlen(line), reason); /* a cache: no error if not */
             } else if (st < 0) {
                 snprintf(reason, sizeof reason, "cc: %.200s (set KILN_CC to a C compiler)", out);
             } else {
                 snprintf(reason, sizeof reason, "cc: '%.60s --version' failed (exit %d): %.120s", cmd, st, out);
             }
         }
+        free(data);
     }
     int r = ok;
     snprintf(r ? ident : why, 256, "%s", r ? line : reason);
@@ -710,6 +758,25 @@ void port_jit_free(PortModule *m)
     if (m->how == PORT_TCC) jit_tcc_delete(m->handle);
     else dlclose(m->handle);
     free(m);
+}
+
+int port_cache_path(const char *name, char *path, size_t cap)
+{
+    char dir[JIT_PATH], why[256];
+    if (!cache_dir(dir, why)) return 0;
+    int n = snprintf(path, cap, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < cap;
+}
+
+uint64_t port_build_id(void)
+{
+    Dl_info di;
+    struct stat st;
+    if (!dladdr((void *)(uintptr_t)port_build_id, &di) || !di.dli_fname || stat(di.dli_fname, &st) != 0) return 0;
+    uint64_t h = fnv1a_str(FNV_BASIS, di.dli_fname), v[4] = {(uint64_t)st.st_size, (uint64_t)st.st_ino,
+                                                              (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+    h = fnv1a(h, v, sizeof v);
+    return h ? h : 1;
 }
 
 int port_jit_available(int how)

@@ -32,6 +32,16 @@ PortModule *port_jit(int how, const char *source, const char *flags, char *why)
     return NULL;
 }
 
+int port_cache_path(const char *name, char *path, size_t cap)
+{
+    (void)name;
+    (void)path;
+    (void)cap;
+    return 0;
+}
+
+uint64_t port_build_id(void) { return 0; }
+
 void *port_jit_sym(PortModule *m, const char *name)
 {
     (void)m;

@@ -1216,6 +1216,8 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
         uint64_t ops0 = ctx->public_ops;
         ctx->op = NULL;
         kn_status bs = f->body(ctx, f->user, stand, nin, bout, nout);
+        log_line(ctx, LOG_PERF, "%s: trace %.1f ms (the body, decompositions and backward traced)", f->name,
+                 now_ms() - t0);
         ctx->op = op;
         e->ops = (int)(ctx->public_ops - ops0);
         if (bs != KN_OK || ctx->status) s = ctx->status ? ctx->status : kn_errs(ctx, bs, "%s: the body returned %d", f->name, (int)bs);

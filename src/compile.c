@@ -43,6 +43,8 @@ typedef struct {
     int64_t off[2];     /* and where the views start, in elements */
     struct Tune *tune;  /* max-autotune: its candidates, or NULL */
     int shares;         /* a dot whose spec an earlier step's has (names aside): that step, else -1 */
+    int same;           /* a loop kernel equal to an earlier step's but for its name and the nodes its buffers
+                           hold: that step, whose code it runs, else -1 */
     void *epi;          /* a dot's epilogue entry, handed to the template (so it can share a unit) */
 } Step;
 
@@ -64,6 +66,9 @@ struct Program {
     size_t code_bytes;
     int nkernels, ninterp;
     int tuned, tune_cached;
+    double render_ns;   /* of load_kernels' time, rendering (KILN_LOGS=perf) */
+    const char *src;    /* the generated source (in the arena), NULL if none */
+    int from_cache;     /* made from a program cache entry */
 };
 
 static size_t node_bytes(const Node *n)
@@ -522,16 +527,77 @@ static int same_gemm(const GemmSpec *a, const GemmSpec *b)
            !a->epilogue == !b->epilogue && a->kc == b->kc && a->mc == b->mc;
 }
 
+static int find_entries(kn_ctx *ctx, Program *p);
+
+/* FNV-1a 64 of a kernel's code: what same_kernel compares (names and the
+ * graph nodes its buffers hold left out). */
+static uint64_t kernel_hash(const Kernel *k)
+{
+    uint64_t h = fnv(0xcbf29ce484222325ull, (const char *)&k->n, sizeof k->n);
+    h = fnv(h, (const char *)&k->nbufs, sizeof k->nbufs);
+    h = fnv(h, (const char *)&k->body, sizeof k->body);
+    for (uint32_t i = 1; i < k->n; i++) {
+        const IrNode *x = &k->nodes[i];
+        uint32_t v[12] = {x->kind, x->dtype, x->op, x->width, x->a, x->b, x->c, x->child, x->next, (uint32_t)x->buf,
+                          (uint32_t)x->var, x->index};
+        h = fnv(h, (const char *)v, sizeof v);
+    }
+    return h;
+}
+
+static int same_node(const IrNode *x, const IrNode *y)
+{
+    return x->kind == y->kind && x->dtype == y->dtype && x->op == y->op && x->width == y->width && x->a == y->a &&
+           x->b == y->b && x->c == y->c && x->child == y->child && x->next == y->next && x->buf == y->buf &&
+           x->var == y->var && x->index == y->index && !memcmp(&x->imm, &y->imm, sizeof x->imm) && x->seed == y->seed;
+}
+
+/* Whether a and b render to the same code but for their names: the same
+ * nodes, buffers of the same dtypes, roles and sizes (expressions of the
+ * program's one table, interned: equal ids are equal expressions). */
+static int same_kernel(const Kernel *a, const Kernel *b)
+{
+    if (a->ex != b->ex || a->n != b->n || a->nbufs != b->nbufs || a->body != b->body || a->nvars != b->nvars ||
+        a->naccs != b->naccs || a->tile != b->tile)
+        return 0;
+    for (int i = 0; i < a->nbufs; i++)
+        if (a->bufs[i].dtype != b->bufs[i].dtype || a->bufs[i].role != b->bufs[i].role || a->bufs[i].size != b->bufs[i].size)
+            return 0;
+    for (uint32_t i = 1; i < a->n; i++)
+        if (!same_node(&a->nodes[i], &b->nodes[i])) return 0;
+    return 1;
+}
+
+/* Step s's `same`: a plain loop kernel (no dot, no candidates) equal to an
+ * earlier one runs that one's code, so it is rendered and compiled once
+ * (a transformer's layers and Adam's updates of equal shapes repeat theirs). */
+static void share_kernels(Program *p, uint64_t *hash)
+{
+    for (int s = 0; s < p->nsteps; s++) {
+        Step *st = &p->steps[s];
+        st->same = -1;
+        if (st->interp || !st->k || st->gemm || st->tune) continue;
+        hash[s] = kernel_hash(st->k);
+        for (int e = 0; e < s && st->same < 0; e++) {
+            const Step *x = &p->steps[e];
+            if (!x->interp && x->k && !x->gemm && !x->tune && x->same < 0 && hash[e] == hash[s] && same_kernel(x->k, st->k))
+                st->same = e;
+        }
+    }
+}
+
 /* Renders every kernel into one unit, compiles and loads it, finds each entry. */
 static int load_kernels(kn_ctx *ctx, Program *p)
 {
     const Kernel **ks = arena_alloc(&p->arena, (size_t)(p->nsteps ? p->nsteps : 1) * TUNE_N * sizeof *ks);
-    if (!ks) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+    uint64_t *hash = arena_alloc(&p->arena, (size_t)(p->nsteps ? p->nsteps : 1) * sizeof *hash);
+    if (!ks || !hash) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+    share_kernels(p, hash);
     int nk = 0, ng = 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
         if (st->gemm) ng++;
-        if (st->interp || !st->k) continue;
+        if (st->interp || !st->k || st->same >= 0) continue;
         if (st->tune && !st->gemm)
             for (int i = 0; i < st->tune->n; i++) ks[nk++] = st->tune->k[i];
         else ks[nk++] = st->k; /* a dot's epilogue too */
@@ -549,6 +615,7 @@ static int load_kernels(kn_ctx *ctx, Program *p)
                 st->shares = e;
     }
     /* one unit: the loop kernels, then each dot's template */
+    uint64_t t0 = port_now_ns();
     size_t len = nk ? p->t->render(ks, nk, NULL, 0) : 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
@@ -567,8 +634,16 @@ static int load_kernels(kn_ctx *ctx, Program *p)
         }
     }
     p->code_bytes = len;
+    p->render_ns = (double)(port_now_ns() - t0);
+    p->src = src;
     log_text(ctx, LOG_OUTPUT_CODE, src);
     if (!(p->module = p->t->load(src, why))) return kn_errs(ctx, KN_EUNSUPPORTED, "backend %s: %s", p->t->name, why);
+    return find_entries(ctx, p);
+}
+
+/* Each step's entry in the loaded module (and times a max-autotune step's candidates). */
+static int find_entries(kn_ctx *ctx, Program *p)
+{
     for (int s = 0; s < p->nsteps; s++) {
         Step *st = &p->steps[s];
         for (int i = 0; st->tune && i < st->tune->n; i++)
@@ -579,7 +654,8 @@ static int load_kernels(kn_ctx *ctx, Program *p)
             if (tune_step(ctx, p, st)) return ctx->status;
             continue;
         }
-        const char *name = st->gemm ? p->steps[st->shares < 0 ? s : st->shares].gemm->name : st->k ? st->k->name : NULL;
+        const char *name = st->gemm ? p->steps[st->shares < 0 ? s : st->shares].gemm->name
+                           : st->k ? p->steps[st->same < 0 ? s : st->same].k->name : NULL;
         if (!st->interp && !(st->fn = p->t->sym(p->module, name)))
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, name);
         if (st->gemm && st->k && !(st->epi = p->t->sym(p->module, st->k->name)))
@@ -588,13 +664,313 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     return 0;
 }
 
+/* ---- the program cache ----
+ * A target with a cache_tag (backend c) keeps each program it compiled in
+ * the port's cache directory, so that a later process compiling the same
+ * graph skips scheduling, lowering, the loop passes, planning and rendering:
+ *
+ *   key    FNV-1a 64 over the entry format, port_build_id() (this build of
+ *          kiln), the target's name and cache_tag, the mode, the outputs and
+ *          every node of the graph (interned nodes are zeroed before they
+ *          are filled, so their bytes are their value)
+ *   entry  <cache dir>/<key>.prog: "KILNPG01", key, body size, FNV-1a 64 of
+ *          the body (little-endian u64s), then the body: the graph's node
+ *          count, the plan (arena size, each node's offset), the steps (node,
+ *          kind, a kernel's name and buffers, a dot's spec and operands) and
+ *          the generated source, which the target's load turns back into
+ *          the module through its own cache
+ *
+ * An entry is trusted only whole: a wrong magic, key, size or checksum, a
+ * field out of range or a missing entry point makes the compile run afresh
+ * and write the entry again. max-autotune (whose winners have their own
+ * memory) and the logs that show the pipeline's work (fusion, loopir)
+ * compile afresh too. */
+
+#define PCACHE_MAGIC "KILNPG01"
+#define PCACHE_HEAD 32
+
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} PcOut;
+
+typedef struct {
+    const unsigned char *p, *end;
+    int bad;
+} PcIn;
+
+static void pc_put(PcOut *o, const void *v, size_t n)
+{
+    if (o->oom) return;
+    if (o->n + n > o->cap) {
+        size_t cap = o->cap ? 2 * o->cap : 4096;
+        while (cap < o->n + n) cap *= 2;
+        unsigned char *q = realloc(o->p, cap);
+        if (!q) {
+            o->oom = 1;
+            return;
+        }
+        o->p = q, o->cap = cap;
+    }
+    memcpy(o->p + o->n, v, n);
+    o->n += n;
+}
+
+static void pc_u64(PcOut *o, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> 8 * i);
+    pc_put(o, b, 8);
+}
+
+static void pc_str(PcOut *o, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    pc_u64(o, n);
+    pc_put(o, s, n);
+}
+
+static uint64_t pc_get(PcIn *in)
+{
+    uint64_t v = 0;
+    if (in->end - in->p < 8) {
+        in->bad = 1;
+        return 0;
+    }
+    for (int i = 0; i < 8; i++) v |= (uint64_t)in->p[i] << 8 * i;
+    in->p += 8;
+    return v;
+}
+
+/* A value read and checked to be below limit (else the entry is bad, 0). */
+static uint64_t pc_below(PcIn *in, uint64_t limit)
+{
+    uint64_t v = pc_get(in);
+    if (v >= limit) in->bad = 1;
+    return in->bad ? 0 : v;
+}
+
+/* A string of fewer than cap bytes copied into the arena (NULL if bad). */
+static char *pc_getstr(PcIn *in, Arena *a, size_t cap)
+{
+    size_t n = (size_t)pc_below(in, cap);
+    char *s = in->bad || (size_t)(in->end - in->p) < n ? NULL : arena_alloc(a, n + 1);
+    if (!s) {
+        in->bad = 1;
+        return NULL;
+    }
+    memcpy(s, in->p, n);
+    s[n] = 0;
+    in->p += n;
+    return s;
+}
+
+static uint64_t pc_fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The entry's key, or 0 where programs are not cached (see above). */
+static uint64_t pcache_key(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const Target *t,
+                           const CompileOpts *o)
+{
+    uint64_t build;
+    if (!t || !t->cache_tag || (o && o->mode == KN_MODE_MAX_AUTOTUNE) || log_on(ctx, LOG_FUSION) ||
+        log_on(ctx, LOG_LOOPIR) || !(build = port_build_id()))
+        return 0;
+    uint64_t h = pc_fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8), mode = o ? (uint64_t)o->mode : 0;
+    h = pc_fnv(h, &build, sizeof build);
+    h = pc_fnv(h, t->name, strlen(t->name) + 1);
+    h = pc_fnv(h, t->cache_tag(), strlen(t->cache_tag()) + 1);
+    h = pc_fnv(h, &mode, sizeof mode);
+    h = pc_fnv(h, &nouts, sizeof nouts);
+    h = pc_fnv(h, outs, (size_t)nouts * sizeof *outs);
+    h = pc_fnv(h, &g->n, sizeof g->n);
+    h = pc_fnv(h, g->nodes + 1, (size_t)(g->n - 1) * sizeof *g->nodes);
+    return h ? h : 1;
+}
+
+static int pcache_path(uint64_t key, char *path, size_t cap)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%016llx.prog", (unsigned long long)key);
+    return port_cache_path(name, path, cap);
+}
+
+static void pc_kernel(PcOut *o, const Kernel *k)
+{
+    pc_str(o, k->name);
+    pc_u64(o, (uint64_t)k->nbufs);
+    for (int b = 0; b < k->nbufs; b++) {
+        pc_u64(o, k->bufs[b].node);
+        pc_u64(o, k->bufs[b].dtype | (uint64_t)k->bufs[b].role << 8);
+    }
+}
+
+static void pc_gemm(PcOut *o, const GemmSpec *s)
+{
+    int64_t v[16] = {s->dtype, s->batch, s->M, s->N, s->K, s->sa_b, s->sa_m, s->sa_k,
+                     s->sb_b, s->sb_k, s->sb_n, s->bias, s->act, s->epilogue != NULL, s->kc, s->mc};
+    pc_str(o, s->name);
+    for (int i = 0; i < 16; i++) pc_u64(o, (uint64_t)v[i]);
+}
+
+/* Writes p's entry (a cache: failing to is no error). */
+static void pcache_store(const Program *p, uint64_t key)
+{
+    char path[1100], why[256];
+    if (!pcache_path(key, path, sizeof path)) return;
+    PcOut o = {NULL, 0, 0, 0};
+    pc_put(&o, PCACHE_MAGIC, 8);
+    pc_u64(&o, key), pc_u64(&o, 0), pc_u64(&o, 0); /* size and checksum, below */
+    pc_u64(&o, p->g->n);
+    pc_u64(&o, p->arena_bytes), pc_u64(&o, p->code_bytes);
+    for (uint32_t v = 0; v < p->g->n; v++) pc_u64(&o, (uint64_t)p->offset[v]);
+    pc_u64(&o, (uint64_t)p->nsteps);
+    for (int s = 0; s < p->nsteps; s++) {
+        const Step *st = &p->steps[s];
+        pc_u64(&o, st->node);
+        pc_u64(&o, (uint64_t)st->interp | (uint64_t)(st->k != NULL) << 1 | (uint64_t)(st->gemm != NULL) << 2 |
+                       (uint64_t)(st->same + 1) << 3);
+        if (st->k) pc_kernel(&o, st->k);
+        if (!st->gemm) continue;
+        pc_gemm(&o, st->gemm);
+        pc_u64(&o, (uint64_t)(st->shares + 1)), pc_u64(&o, st->dot);
+        for (int i = 0; i < 2; i++) pc_u64(&o, st->root[i]), pc_u64(&o, (uint64_t)st->off[i]);
+    }
+    pc_str(&o, p->src);
+    if (!o.oom) {
+        for (int i = 0; i < 8; i++) {
+            o.p[16 + i] = (unsigned char)((o.n - PCACHE_HEAD) >> 8 * i);
+            o.p[24 + i] = (unsigned char)(pc_fnv(0xcbf29ce484222325ull, o.p + PCACHE_HEAD, o.n - PCACHE_HEAD) >> 8 * i);
+        }
+        port_write_file(path, o.p, o.n, why);
+    }
+    free(o.p);
+}
+
+static int pc_read_kernel(PcIn *in, Program *p, Kernel *k)
+{
+    memset(k, 0, sizeof *k);
+    char *name = pc_getstr(in, &p->arena, sizeof k->name);
+    k->nbufs = (int)pc_below(in, 65);
+    k->bufs = arena_alloc(&p->arena, (size_t)(k->nbufs + 1) * sizeof *k->bufs);
+    if (!name || !k->bufs) return in->bad = 1, 0;
+    memcpy(k->name, name, strlen(name) + 1);
+    for (int b = 0; b < k->nbufs; b++) {
+        memset(&k->bufs[b], 0, sizeof k->bufs[b]);
+        k->bufs[b].node = (uint32_t)pc_below(in, p->g->n);
+        uint64_t dr = pc_below(in, 1u << 16);
+        k->bufs[b].dtype = (uint8_t)dr, k->bufs[b].role = (uint8_t)(dr >> 8);
+    }
+    return !in->bad;
+}
+
+static int pc_read_gemm(PcIn *in, Program *p, GemmSpec *s, const Kernel *epi)
+{
+    int64_t v[16];
+    memset(s, 0, sizeof *s);
+    s->name = pc_getstr(in, &p->arena, 48);
+    for (int i = 0; i < 16; i++) v[i] = (int64_t)pc_get(in);
+    s->dtype = (int)v[0], s->batch = v[1], s->M = v[2], s->N = v[3], s->K = v[4];
+    s->sa_b = v[5], s->sa_m = v[6], s->sa_k = v[7], s->sb_b = v[8], s->sb_k = v[9], s->sb_n = v[10];
+    s->bias = (int)v[11], s->act = (int)v[12], s->kc = (int)v[14], s->mc = (int)v[15];
+    if (v[13] && !epi) in->bad = 1;
+    s->epilogue = v[13] && epi ? epi->name : NULL;
+    return !in->bad && s->name;
+}
+
+/* The steps and plan of an entry's body into p; 0 if it is bad. */
+static int pc_read(PcIn *in, Program *p)
+{
+    if (pc_get(in) != p->g->n) return 0;
+    p->arena_bytes = (size_t)pc_below(in, (uint64_t)1 << 48);
+    p->code_bytes = (size_t)pc_get(in);
+    p->offset = arena_alloc(&p->arena, p->g->n * sizeof *p->offset);
+    if (!p->offset) return 0;
+    for (uint32_t v = 0; v < p->g->n; v++) {
+        p->offset[v] = (int64_t)pc_get(in);
+        if (p->offset[v] < -1 || (p->offset[v] >= 0 && (size_t)p->offset[v] + node_bytes(&p->g->nodes[v]) > p->arena_bytes))
+            in->bad = 1;
+    }
+    int n = (int)pc_below(in, p->g->n);
+    p->steps = arena_alloc(&p->arena, (size_t)(n ? n : 1) * sizeof *p->steps);
+    if (!p->steps || in->bad) return 0;
+    memset(p->steps, 0, (size_t)(n ? n : 1) * sizeof *p->steps);
+    for (p->nsteps = 0; p->nsteps < n && !in->bad; p->nsteps++) {
+        Step *st = &p->steps[p->nsteps];
+        st->node = (uint32_t)pc_below(in, p->g->n);
+        uint64_t kind = pc_below(in, 8 * ((uint64_t)p->nsteps + 1));
+        st->interp = kind & 1;
+        st->shares = -1;
+        st->same = (int)(kind >> 3) - 1;
+        if (st->same >= 0 && (st->interp || !(kind & 2) || (kind & 4) || !p->steps[st->same].k || p->steps[st->same].gemm ||
+                              p->steps[st->same].same >= 0))
+            return 0;
+        if (kind & 2 && (!(st->k = arena_alloc(&p->arena, sizeof *st->k)) || !pc_read_kernel(in, p, st->k))) return 0;
+        if (!(kind & 4)) {
+            if (!st->interp && !st->k) return 0; /* a compiled step runs a kernel or a dot */
+            continue;
+        }
+        if (!(st->gemm = arena_alloc(&p->arena, sizeof *st->gemm)) || !pc_read_gemm(in, p, st->gemm, st->k)) return 0;
+        st->shares = (int)pc_below(in, (uint64_t)p->nsteps + 1) - 1;
+        st->dot = (uint32_t)pc_below(in, p->g->n);
+        for (int i = 0; i < 2; i++) st->root[i] = (uint32_t)pc_below(in, p->g->n), st->off[i] = (int64_t)pc_get(in);
+        if (st->shares >= 0 && !p->steps[st->shares].gemm) return 0;
+    }
+    p->src = pc_getstr(in, &p->arena, SIZE_MAX);
+    if (in->bad || !p->src || in->p != in->end) return 0;
+    if (!*p->src) p->src = NULL;
+    for (int s = 0; s < p->nsteps; s++) {
+        p->ninterp += p->steps[s].interp;
+        if (!p->steps[s].interp && !p->src) return 0;
+    }
+    p->nkernels = p->nsteps - p->ninterp;
+    return 1;
+}
+
+/* p's steps, plan and module from its entry: 1, or 0 (no entry, or a bad
+ * one: the reason logged under perf; p is then to be freed). */
+static int pcache_load(kn_ctx *ctx, Program *p, uint64_t key)
+{
+    char path[1100], why[256];
+    void *data = NULL;
+    size_t size = 0;
+    if (!pcache_path(key, path, sizeof path) || port_read_file(path, &data, &size, why)) return 0;
+    const unsigned char *d = data;
+    PcIn head = {d + 8, d + (size < PCACHE_HEAD ? 8 : PCACHE_HEAD), 0};
+    const char *bad = NULL;
+    if (size < PCACHE_HEAD || memcmp(d, PCACHE_MAGIC, 8)) bad = "no program cache header";
+    else if (pc_get(&head) != key) bad = "stale: another key";
+    else if (pc_get(&head) != size - PCACHE_HEAD) bad = "corrupt: wrong size";
+    else if (pc_get(&head) != pc_fnv(0xcbf29ce484222325ull, d + PCACHE_HEAD, size - PCACHE_HEAD))
+        bad = "corrupt: wrong checksum";
+    else {
+        PcIn in = {d + PCACHE_HEAD, d + size, 0};
+        if (!pc_read(&in, p)) bad = "corrupt: a field out of range";
+    }
+    if (!bad && p->arena_bytes && !(p->mem = kn_alloc(ctx, p->arena_bytes))) bad = "out of memory for its arena";
+    if (!bad && p->src && !(p->module = p->t->load(p->src, why))) bad = why;
+    if (!bad && find_entries(ctx, p)) {
+        bad = "an entry point is missing";
+        kn_clear_error(ctx);
+    }
+    if (bad) log_line(ctx, LOG_PERF, "program cache %s: %s; compiling afresh", path, bad);
+    else log_text(ctx, LOG_OUTPUT_CODE, p->src ? p->src : "");
+    free(data);
+    return !bad;
+}
+
 static const Target *target_of(CompileBackend b)
 {
     return b == BACKEND_TCC ? &kn_target_tcc : b == BACKEND_C ? &kn_target_c : NULL;
 }
 
-/* The pipeline. */
-Program *compile_graph(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const CompileOpts *o)
+/* An empty program for g on the target o names (NULL if out of memory). */
+static Program *program_new(kn_ctx *ctx, const Graph *g, int nouts, const CompileOpts *o)
 {
     Program *p = kn_alloc(ctx, sizeof *p);
     if (!p) return kn_err(ctx, KN_ENOMEM, "out of memory compiling");
@@ -605,22 +981,63 @@ Program *compile_graph(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int no
     p->t = target_of(o ? o->backend : BACKEND_C);
     if (p->t && !p->t->available()) p->t = NULL; /* falls back to the interpreter */
     p->outs = arena_alloc(&p->arena, (size_t)(nouts ? nouts : 1) * sizeof *p->outs);
+    return p;
+}
+
+static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const CompileOpts *o,
+                              uint64_t key);
+
+/* The pipeline: from the program cache where it holds this graph, else compile_fresh. */
+Program *compile_graph(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const CompileOpts *o)
+{
+    Program *p = program_new(ctx, g, nouts, o);
+    if (!p) return NULL;
+    uint64_t t0 = port_now_ns(), key = p->outs ? pcache_key(ctx, g, outs, nouts, p->t, o) : 0;
+    if (key) { /* a program this build compiled before, in any process */
+        memcpy(p->outs, outs, (size_t)nouts * sizeof *outs), p->nouts = nouts;
+        if (pcache_load(ctx, p, key)) {
+            p->from_cache = 1;
+            log_line(ctx, LOG_PERF, "compile: from the program cache, %.1f ms", (double)(port_now_ns() - t0) / 1e6);
+            return p;
+        }
+    }
+    program_free(p);
+    return compile_fresh(ctx, g, outs, nouts, o, key);
+}
+
+/* The pipeline, from the graph (its entry written under key unless 0). */
+static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const CompileOpts *o,
+                              uint64_t key)
+{
+    Program *p = program_new(ctx, g, nouts, o);
+    if (!p) return NULL;
     ExprTable ex;
     expr_init(&ex, ctx);
     Schedule s;
+    uint64_t t[5];
+    t[0] = port_now_ns();
     int err = !p->outs || graph_verify(ctx, g);
     if (!err) memcpy(p->outs, outs, (size_t)nouts * sizeof *outs), p->nouts = nouts;
     err = err || sched_build(ctx, g, outs, nouts, &p->arena, &s);
     if (!err) log_fusion(ctx, g, &s);
+    t[1] = port_now_ns();
     err = err || lower_steps(ctx, p, &s, &ex, p->t == NULL);
+    t[2] = port_now_ns();
     err = err || plan(ctx, p);
     err = err || (p->t && o && o->mode == KN_MODE_MAX_AUTOTUNE && tune_prepare(ctx, p));
+    t[3] = port_now_ns();
     err = err || (p->t && load_kernels(ctx, p)); /* and times the candidates */
+    t[4] = port_now_ns();
     expr_free(&ex);
+    if (!err)
+        log_line(ctx, LOG_PERF, "compile: schedule %.1f ms, lower and loop passes %.1f ms, plan %.1f ms, "
+                 "render %.1f ms, compile and load %.1f ms", (double)(t[1] - t[0]) / 1e6, (double)(t[2] - t[1]) / 1e6,
+                 (double)(t[3] - t[2]) / 1e6, p->render_ns / 1e6, (double)(t[4] - t[3] - p->render_ns) / 1e6);
     if (err) {
         program_free(p);
         return NULL;
     }
+    if (key) pcache_store(p, key);
     return p;
 }
 
@@ -772,5 +1189,6 @@ void program_stats(const Program *p, ProgramStats *st)
     st->code_bytes = p->code_bytes;
     st->tuned = p->tuned;
     st->tune_cached = p->tune_cached;
+    st->from_cache = p->from_cache;
     st->backend = p->t ? p->t->name : "interp";
 }

@@ -24,6 +24,7 @@ typedef struct {
     size_t arena_bytes, code_bytes;
     const char *backend;
     int tuned, tune_cached;  /* max-autotune: steps whose candidates were timed / whose winner was known */
+    int from_cache;          /* 1: steps, plan and module came from the program cache (backend c) */
 } ProgramStats;
 
 typedef struct Program Program;

@@ -30,6 +30,7 @@ void kn_assert_fail(const char *file, int line, const char *cond);
 
 /* ---- allocation: every byte goes through the context's hook ---- */
 void *kn_alloc(kn_ctx *ctx, size_t n);           /* NULL on failure, no error set */
+void *kn_alloc_zeroed(kn_ctx *ctx, size_t n);    /* the same, all bytes 0 (calloc under the default hook) */
 void *kn_realloc(kn_ctx *ctx, void *p, size_t o, size_t n);
 void kn_dealloc(kn_ctx *ctx, void *p, size_t n);
 int kn_mul_overflows(size_t a, size_t b, size_t *out); /* 1 if a * b overflows */
@@ -187,6 +188,7 @@ kn_tensor *op_leave_with(kn_ctx *ctx, const char *saved, kn_tensor *v);
 
 /* ---- tensors (tensor.c) ---- */
 kn_tensor *tensor_new(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape); /* contiguous, uninit */
+kn_tensor *tensor_new_zeroed(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape); /* contiguous, all bits 0 */
 kn_tensor *tensor_view(kn_ctx *ctx, kn_tensor *base, int ndim, const int64_t *shape,
                        const int64_t *stride, int64_t offset);
 kn_tensor *tensor_symbolic(kn_ctx *ctx, kn_dtype dt, int ndim, const Dim *shape, uint32_t node);

@@ -34,6 +34,17 @@ static void *libc_alloc(void *user, void *ptr, size_t osize, size_t nsize)
 
 void *kn_alloc(kn_ctx *ctx, size_t n) { return n ? ctx->alloc(ctx->alloc_user, NULL, 0, n) : NULL; }
 
+/* calloc where the hook is libc's: a large block is fresh pages from the
+ * kernel, zero already, which are then touched only where written (Adam's
+ * state of a large model costs no page faults until its first step) */
+void *kn_alloc_zeroed(kn_ctx *ctx, size_t n)
+{
+    if (ctx->alloc == libc_alloc) return n ? calloc(1, n) : NULL;
+    void *p = kn_alloc(ctx, n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
 void *kn_realloc(kn_ctx *ctx, void *p, size_t o, size_t n) { return ctx->alloc(ctx->alloc_user, p, o, n); }
 
 void kn_dealloc(kn_ctx *ctx, void *p, size_t n)

@@ -416,10 +416,15 @@ static void run_create(Op op, kn_tensor *out, const Params *p)
     for (int d = p->axis + 1; d < out->ndim; d++) inner *= out->shape[d];
     int64_t axis_size = out->ndim ? out->shape[p->axis] : 1;
     uint32_t r[4] = {0, 0, 0, 0};
+    if (op == OP_FULL) { /* one element stored (dt_store saturates integers), then copied in doubling runs */
+        size_t es = kn_dtype_size((kn_dtype)out->dtype), have = es, all = (size_t)n * es;
+        char *base = tensor_ptr(out, 0);
+        ST(out, 0, p->f);
+        for (; have < all; have *= 2) memcpy(base + have, base, have < all - have ? have : all - have);
+        return;
+    }
     for (int64_t k = 0; k < n; k++) {
-        if (op == OP_FULL) {
-            ST(out, k, p->f); /* dt_store saturates out-of-range values for integers */
-        } else if (op == OP_IOTA) {
+        if (op == OP_IOTA) {
             STI(out, k, (k / inner) % (axis_size ? axis_size : 1));
         } else {
             if (k % 4 == 0) interp_philox(p->seed, p->ctr + (uint64_t)k / 4, r);

@@ -85,12 +85,12 @@ static kn_tensor *new_handle(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *
     return t;
 }
 
-kn_tensor *tensor_new(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
+static kn_tensor *new_tensor(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, int zeroed)
 {
     size_t bytes;
     if (!tensor_check_size(ctx, dt, ndim, shape, &bytes)) return NULL;
     Storage *st = kn_alloc(ctx, sizeof *st);
-    void *data = bytes ? kn_alloc(ctx, bytes) : NULL;
+    void *data = !bytes ? NULL : zeroed ? kn_alloc_zeroed(ctx, bytes) : kn_alloc(ctx, bytes);
     if (!st || (bytes && !data)) {
         kn_dealloc(ctx, st, sizeof *st);
         kn_dealloc(ctx, data, bytes);
@@ -110,6 +110,16 @@ kn_tensor *tensor_new(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
     tensor_contig_strides(ndim, shape, t->stride);
     ctx->live_bytes += bytes;
     return t;
+}
+
+kn_tensor *tensor_new(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
+{
+    return new_tensor(ctx, dt, ndim, shape, 0);
+}
+
+kn_tensor *tensor_new_zeroed(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
+{
+    return new_tensor(ctx, dt, ndim, shape, 1);
 }
 
 kn_tensor *tensor_view(kn_ctx *ctx, kn_tensor *base, int ndim, const int64_t *shape,

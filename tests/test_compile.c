@@ -103,7 +103,7 @@ static void run_case(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *cons
     int ok = p && program_run(p, ins, n, &got) == KN_OK;
     int same = 0;
     double d = ok ? max_diff(ctx, got, want, &same) : INFINITY;
-    ProgramStats st = {0, 0, 0, 0, "?", 0, 0};
+    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
     if (p) program_stats(p, &st);
     CHECK_MSG(ok && same && d < 2e-5, "%s on %s (%s): %s, max rel diff %g", cases[c].name,
               backend == BACKEND_TCC ? "tcc" : "c", st.backend, ok ? "ran" : kn_last_error(ctx), d);
@@ -236,7 +236,7 @@ static void test_autotune(kn_ctx *ctx)
         CompileOpts o = {BACKEND_C, KN_MODE_MAX_AUTOTUNE};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_tensor *got = NULL;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
         if (p) program_stats(p, &st);
         int same = 0;
         double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
@@ -301,7 +301,7 @@ static void test_shared_dots(kn_ctx *ctx)
         int same = 0;
         double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
                                                                                       : INFINITY;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
         if (p) program_stats(p, &st);
         CHECK_MSG(same && d < 2e-5, "shared dots on %s: %s, max rel diff %g", st.backend, kn_last_error(ctx), d);
         if (strcmp(st.backend, "interp") != 0) CHECK_MSG(units == 1, "%s: %d dot units for two dots of one spec", st.backend, units);
@@ -309,6 +309,176 @@ static void test_shared_dots(kn_ctx *ctx)
         graph_free(g);
         kn_scope_end(ctx);
     }
+}
+
+/* definitions of kernel entries: "void NAME(void **b)" lines (the declarations end in ';') */
+static void count_entries(void *user, const char *line)
+{
+    const char *q = strstr(line, "void ");
+    if (q && strstr(q, "(void **b)") && !strchr(q, ';') && !strncmp(q + 5, "k", 1)) ++*(int *)user;
+}
+
+/* Three outputs: tanh(x * 1.5 + 1) of two inputs of one shape, the second
+ * transposed (copied contiguous when bound: two kernels equal but for their
+ * names and buffers, one function that both steps run on their own
+ * buffers), and of an input of another size (a function of its own). Each
+ * equals eager. */
+static void test_shared_kernels(kn_ctx *ctx)
+{
+    int64_t s[2] = {7, 13}, st13[2] = {13, 7}, s5[2] = {5, 13};
+    kn_tensor *in[3] = {kn_randn(ctx, KN_F32, 2, s), kn_transpose(ctx, kn_randn(ctx, KN_F32, 2, st13), 0, 1),
+                        kn_randn(ctx, KN_F32, 2, s5)};
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *want[3], *y[3], *got[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3; i++)
+            want[i] = kn_tanh(ctx, kn_add(ctx, kn_mul(ctx, in[i], kn_scalar(ctx, 1.5)), kn_scalar(ctx, 1)));
+        ctx->trace = graph_new(ctx);
+        for (int i = 0; i < 3; i++)
+            y[i] = kn_tanh(ctx, kn_add(ctx, kn_mul(ctx, in[i], kn_scalar(ctx, 1.5)), kn_scalar(ctx, 1)));
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        uint32_t outs[3] = {y[0] ? y[0]->node : 0, y[1] ? y[1]->node : 0, y[2] ? y[2]->node : 0};
+        int fns = 0;
+        kn_set_log(ctx, count_entries, &fns);
+        kn_set_logs(ctx, "output_code");
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT};
+        Program *p = y[0] && y[1] && y[2] ? compile_graph(ctx, g, outs, 3, &o) : NULL;
+        kn_set_logs(ctx, "");
+        kn_set_log(ctx, NULL, NULL);
+        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0};
+        if (p) program_stats(p, &ps);
+        int ok = p && program_run(p, g->input_vals, (int)g->ninputs, got) == KN_OK;
+        for (int i = 0; i < 3; i++) {
+            int same = 0;
+            double d = ok ? max_diff(ctx, got[i], want[i], &same) : INFINITY;
+            CHECK_MSG(same && d < 2e-5, "shared kernels on %s, output %d: %s, max rel diff %g", ps.backend, i,
+                      kn_last_error(ctx), d);
+        }
+        if (strcmp(ps.backend, "interp") != 0)
+            CHECK_MSG(ps.kernels == 3 && fns == 2, "%s: %d kernels in %d functions, expected 3 in 2", ps.backend,
+                      ps.kernels, fns);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
+/* The program cache (backend c): in a fresh $KILN_CACHE_DIR a program (a dot
+ * with its epilogue, loop kernels, a gather on the interpreter) is compiled,
+ * then taken from its entry, equal to eager both times; an entry that is
+ * corrupt (a flipped byte), truncated, of another key, or whole by its
+ * checksum but with a field out of range is never trusted: the program is
+ * compiled afresh, still equal, and the entry written again. */
+#if defined(__unix__) && !defined(__wasi__)
+static kn_tensor *c_cached(kn_ctx *c, kn_tensor *const *in)
+{
+    int one = 1;
+    kn_tensor *e = kn_sum(c, kn_embedding(c, in[1], in[7]), &one, 1, 1); /* (7, 1) */
+    return kn_add(c, kn_softmax(c, kn_gelu(c, kn_linear(c, in[0], in[1], in[3]), 1), 1), e);
+}
+
+static uint64_t fnv64(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The one .prog file in dir (its path in path), read into *data. */
+static int read_prog(const char *dir, char *path, size_t cap, unsigned char **data, size_t *size)
+{
+    DIR *dd = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; dd && (e = readdir(dd));)
+        if (strstr(e->d_name, ".prog")) snprintf(path, cap, "%s/%s", dir, e->d_name), found++;
+    if (dd) closedir(dd);
+    char why[256];
+    return found == 1 && port_read_file(path, (void **)data, size, why) == 0;
+}
+
+/* One compile and run of c_cached: whether it came from the cache (-1: failed). */
+static int cached_pass(kn_ctx *ctx, kn_tensor *const *in, kn_tensor *want, const char *what)
+{
+    kn_scope_begin(ctx);
+    ctx->trace = graph_new(ctx);
+    kn_tensor *y = c_cached(ctx, in);
+    Graph *g = ctx->trace;
+    ctx->trace = NULL;
+    CompileOpts o = {BACKEND_C, KN_MODE_DEFAULT};
+    Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+    kn_tensor *got = NULL;
+    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
+    if (p) program_stats(p, &st);
+    int same = 0;
+    double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
+                                                                                  : INFINITY;
+    CHECK_MSG(same && d < 2e-5, "program cache, %s: %s, max rel diff %g", what, kn_last_error(ctx), d);
+    CHECK_MSG(st.interp_steps == 1 && st.kernels >= 2, "program cache, %s: %d kernels, %d on the interpreter", what,
+              st.kernels, st.interp_steps);
+    kn_clear_error(ctx);
+    program_free(p);
+    graph_free(g);
+    kn_scope_end(ctx);
+    return p ? st.from_cache : -1;
+}
+#endif
+
+static void test_program_cache(kn_ctx *ctx, kn_tensor *const *in)
+{
+#if defined(__unix__) && !defined(__wasi__)
+    char dir[] = "/tmp/kiln-test-progcache-XXXXXX", path[512], why[256];
+    const char *old = getenv("KILN_CACHE_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    if (!port_jit_available(PORT_CC) || !mkdtemp(dir)) return;
+    setenv("KILN_CACHE_DIR", dir, 1);
+    kn_scope_begin(ctx);
+    kn_tensor *want = c_cached(ctx, in);
+    CHECK(cached_pass(ctx, in, want, "cold") == 0);
+    CHECK(cached_pass(ctx, in, want, "warm") == 1);
+    unsigned char *data = NULL;
+    size_t size = 0;
+    CHECK(read_prog(dir, path, sizeof path, &data, &size) && size > 64);
+    for (int bad = 0; bad < 4 && data; bad++) {
+        unsigned char *d = malloc(size);
+        size_t n = size;
+        memcpy(d, data, size);
+        if (bad == 0) d[size / 2] ^= 0x40;                 /* corrupt: the checksum disagrees */
+        if (bad == 1) n = size / 3;                        /* truncated */
+        if (bad == 2) d[8] ^= 1;                           /* another key */
+        if (bad == 3) {                                    /* whole, but the first step's node out of range */
+            uint64_t v = 0xffffffffull, sum;
+            size_t at = 32 + 8 * 3;
+            uint64_t nodes = 0;
+            for (int i = 0; i < 8; i++) nodes |= (uint64_t)d[32 + i] << 8 * i;
+            at += 8 * (size_t)nodes + 8; /* past the offsets and the step count */
+            for (int i = 0; i < 8; i++) d[at + i] = (unsigned char)(v >> 8 * i);
+            sum = fnv64(d + 32, size - 32);
+            for (int i = 0; i < 8; i++) d[24 + i] = (unsigned char)(sum >> 8 * i);
+        }
+        CHECK(port_write_file(path, d, n, why) == 0);
+        CHECK_MSG(cached_pass(ctx, in, want, "a bad entry") == 0, "bad entry %d trusted", bad);
+        CHECK_MSG(cached_pass(ctx, in, want, "rewritten") == 1, "bad entry %d not rewritten", bad);
+        free(d);
+    }
+    free(data);
+    kn_scope_end(ctx);
+    DIR *dd = opendir(dir);
+    for (struct dirent *e; dd && (e = readdir(dd));) {
+        char f[512];
+        if (e->d_name[0] == '.') continue;
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        remove(f);
+    }
+    if (dd) closedir(dd);
+    rmdir(dir);
+    if (saved) setenv("KILN_CACHE_DIR", saved, 1);
+    else unsetenv("KILN_CACHE_DIR");
+    free(saved);
+#else
+    (void)ctx;
+    (void)in;
+#endif
 }
 
 int main(void)
@@ -329,6 +499,8 @@ int main(void)
     if (!port_jit_available(PORT_TCC) || !port_jit_available(PORT_CC))
         printf("SKIP compile: a JIT is missing on this platform (%s): programs run on the interpreter\n", port_name());
     test_shared_dots(ctx);
+    test_shared_kernels(ctx);
+    test_program_cache(ctx, in);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         run_case(ctx, (int)c, BACKEND_TCC, in, MAXIN);
         run_case(ctx, (int)c, BACKEND_C, in, MAXIN);

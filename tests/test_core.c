@@ -2,6 +2,8 @@
  * test_core.c — tensors, views, scopes, promotion, broadcasting and the
  * pointwise composites on hand-checked values.
  */
+#include <stdlib.h>
+
 #include "test.h"
 
 static kn_tensor *vec(kn_ctx *ctx, int n, const float *v)
@@ -82,8 +84,54 @@ static void test_scopes(kn_ctx *ctx)
     CHECK(kn_live_tensors(ctx) == before && kn_live_bytes(ctx) == bytes);
 }
 
+/* A hook that hands out blocks full of garbage, so that zeros must be written. */
+static void *dirty_alloc(void *user, void *ptr, size_t osize, size_t nsize)
+{
+    (void)user;
+    if (!nsize) {
+        free(ptr);
+        return NULL;
+    }
+    void *p = realloc(ptr, nsize);
+    if (p && nsize > osize) memset((char *)p + osize, 0xA5, nsize - osize);
+    return p;
+}
+
+/* kn_zeros (eager: zeroed memory) and kn_full (one element, then doubling
+ * copies) against the values they promise, in every dtype, at odd sizes,
+ * under the default allocator and one that leaves garbage. */
+static void test_fills(void)
+{
+    static const kn_dtype dts[] = {KN_F32, KN_F64, KN_I32, KN_I64, KN_BOOL};
+    kn_ctx *cs[2] = {kn_ctx_new(NULL), kn_ctx_new(&(kn_ctx_opts){.alloc = dirty_alloc})};
+    for (int c = 0; c < 2; c++)
+        for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+            for (int64_t n = 1; n <= 70000; n = n * 7 + 3) {
+                int64_t shape[2] = {n, 3};
+                kn_tensor *z = kn_zeros(cs[c], dts[d], 2, shape), *f = kn_full(cs[c], dts[d], 2, shape, 1);
+                double *zv = malloc((size_t)(3 * n) * sizeof *zv), *fv = malloc((size_t)(3 * n) * sizeof *fv);
+                kn_tensor *z64 = kn_to(cs[c], z, KN_F64), *f64 = kn_to(cs[c], f, KN_F64);
+                CHECK(zv && fv && z64 && f64);
+                if (!zv || !fv || !z64 || !f64 || kn_read(cs[c], z64, zv, (size_t)(3 * n) * sizeof *zv) ||
+                    kn_read(cs[c], f64, fv, (size_t)(3 * n) * sizeof *fv)) {
+                    CHECK(!"read");
+                } else {
+                    int bad = 0;
+                    for (int64_t i = 0; i < 3 * n; i++) bad += zv[i] != 0 || fv[i] != 1;
+                    CHECK_MSG(!bad, "dtype %d, %lld x 3: %d wrong", (int)dts[d], (long long)n, bad);
+                }
+                free(zv), free(fv);
+                if (z64 != z) kn_free(cs[c], z64); /* kn_to of an f64 is the tensor itself */
+                if (f64 != f) kn_free(cs[c], f64);
+                kn_free(cs[c], z), kn_free(cs[c], f);
+            }
+    kn_ctx_free(cs[0]);
+    kn_ctx_free(cs[1]);
+}
+
 int main(void)
 {
+    test_fills();
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_views(ctx);
     test_arith(ctx);

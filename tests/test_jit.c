@@ -297,6 +297,49 @@ static void test_cache(const char *root)
     CHECK(port_jit_available(PORT_CC) == 1);
 }
 
+/* The compiler's --version line is remembered in the cache directory (a
+ * cc-*.id file per compiler file), so a warm start spawns nothing: a
+ * remembered line is used (another line: another key, another entry), a
+ * bad one is not (the real line: the entry there is). The command is
+ * switched to make the process forget the line it knows. */
+static void set_id(const char *dir, const char *text)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, "cc-", 3)) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            clobber(path, -1, text);
+        }
+    if (d) closedir(d);
+}
+
+static void test_identity(const char *root)
+{
+    char dir[512];
+    double e1 = exp(1.0);
+    snprintf(dir, sizeof dir, "%s/identity", root);
+    setenv("KILN_CACHE_DIR", dir, 1);
+    setenv("KILN_CC", "cc -w", 1);
+    CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1));
+    CHECK(entries(dir, NULL, 0, NULL) == 1 && others(dir) == 1); /* the .so and the .id */
+    set_id(dir, "another compiler 1.0");
+    setenv("KILN_CC", "cc", 1);
+    CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1));
+    setenv("KILN_CC", "cc -w", 1);
+    CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1));
+    CHECK(entries(dir, NULL, 0, NULL) == 3); /* "cc" its own; "cc -w" under the remembered line */
+    set_id(dir, "two\nlines\n");
+    setenv("KILN_CC", "cc", 1);
+    CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1));
+    setenv("KILN_CC", "cc -w", 1);
+    CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1));
+    CHECK(entries(dir, NULL, 0, NULL) == 3); /* both under their real lines: no new entry */
+    unsetenv("KILN_CC");
+    snprintf(dir, sizeof dir, "%s/default", root);
+    setenv("KILN_CACHE_DIR", dir, 1);
+}
+
 #endif
 
 int main(void)
@@ -328,6 +371,7 @@ int main(void)
         test_pieces(PORT_CC);
 #ifndef __wasi__
         test_cache(root);
+        test_identity(root);
 #endif
     } else {
         unavailable(PORT_CC, "cc", posix);

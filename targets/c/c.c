@@ -32,6 +32,9 @@ static void *cc_load(const char *src, char *why)
     snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", c_isa_host()->flags);
     return port_jit(PORT_CC, src, flags, why);
 }
+/* the dialect and flags the host's ISA gives (cc_render, cc_load) */
+static const char *cc_tag(void) { return c_isa_host()->name; }
+
 static void *tcc_load(const char *src, char *why) { return port_jit(PORT_TCC, src, "", why); }
 
 static void *sym(void *module, const char *name) { return port_jit_sym(module, name); }
@@ -54,7 +57,7 @@ static void run(void *fn, void **bufs, const Kernel *k)
 
 const Target kn_target_c = {
     .name = "c", .available = cc_available, .render = cc_render,
-    .load = cc_load, .sym = sym, .unload = unload, .run = run, .render_dot = cc_dot,
+    .load = cc_load, .sym = sym, .unload = unload, .run = run, .render_dot = cc_dot, .cache_tag = cc_tag,
 };
 
 const Target kn_target_tcc = {
