@@ -475,6 +475,48 @@ static void *read_bytes(kn_ctx *ctx, kn_tensor *t, size_t *n)
     return p;
 }
 
+static int same_src(Src a, Src b) { return a.kind == b.kind && a.a == b.a && a.b == b.b; }
+
+/* Whether write i's value is a computed output of a segment that nothing
+ * else of a call hands on (another write, a .grad, a user output, a tape
+ * region), so that its bytes may move into the destination (take_storage). */
+static int swappable(const CEntry *e, int i)
+{
+    Src v = e->w[i].val, d = e->w[i].dst; /* d resolves to v too, once staged */
+    if (v.kind != SRC_SEG || e->rg || e->segs[v.a].alias[v.b].kind != SRC_NONE) return 0;
+    for (int k = 0; k < e->nw; k++)
+        if (k != i && (same_src(e->w[k].val, v) || same_src(e->w[k].val, d))) return 0;
+    for (int k = 0; k < e->ngs; k++)
+        if (same_src(e->gs[k].val, v) || same_src(e->gs[k].val, d)) return 0;
+    for (int k = 0; k < e->nout; k++)
+        if (same_src(e->outs[k], v) || same_src(e->outs[k], d)) return 0;
+    return 1;
+}
+
+static int whole(const kn_tensor *t, size_t bytes)
+{
+    return t->st && !t->st->borrowed && t->offset == 0 && t->st->bytes == bytes && kn_is_contiguous(t);
+}
+
+/* A write without a copy: where dst and v each cover the whole of a storage,
+ * and no handle but the program's own (which keeps it for the next run) and
+ * v refers to v's, the two storages exchange their bytes. dst's storage (and
+ * so every view of it, as after a copy) then holds v's values, and the
+ * program overwrites dst's old ones at its next run.
+ * A step's parameters and optimizer state move so (the copy was a quarter
+ * of the mlp step's instructions at batch 1). 1 if done. */
+static int take_storage(kn_tensor *dst, kn_tensor *v)
+{
+    size_t bytes = (size_t)tensor_numel(dst->ndim, dst->shape) * kn_dtype_size((kn_dtype)dst->dtype);
+    if (dst->dtype != v->dtype || dst->ndim != v->ndim || !whole(dst, bytes) || !whole(v, bytes) || dst->st == v->st ||
+        v->st->refs != 1 + !(v->flags & TF_OWNED) || !bytes)
+        return 0;
+    void *d = dst->st->data;
+    dst->st->data = v->st->data;
+    v->st->data = d;
+    return 1;
+}
+
 enum { RUN_OK = 0, RUN_MISMATCH = -1 };
 
 /* Runs segments first..nsegs-1 of e (earlier ones' values are in vals),
@@ -518,7 +560,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         int later = 0; /* only the last write to a tensor counts */
         for (int k = i + 1; k < e->nw && !later; k++)
             later = e->w[k].dst.kind == e->w[i].dst.kind && e->w[k].dst.a == e->w[i].dst.a;
-        if (!later) s = tensor_assign(ctx, dst, staged[i]);
+        if (!later && !(swappable(e, i) && take_storage(dst, staged[i]))) s = tensor_assign(ctx, dst, staged[i]);
     }
     for (int i = 0; i < e->ngs && s == KN_OK; i++) {
         kn_tensor *p = f->o.params[e->gs[i].param];

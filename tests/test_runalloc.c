@@ -13,7 +13,9 @@
  *
  * Then the two output contracts: a default call's output keeps its values
  * after later calls, reduce-overhead's is the same handle every call and
- * shows the latest call's values.
+ * shows the latest call's values. And writes that move storage instead of
+ * copying: a view of a parameter and an output that is a written value
+ * still follow eager.
  */
 #include <stdlib.h>
 
@@ -202,6 +204,66 @@ static void test_contract(int bi, kn_mode mode)
     kn_ctx_free(ctx);
 }
 
+/* ---- writes move storage instead of copying: views and outputs of a written tensor ---- */
+
+typedef struct {
+    kn_tensor *w[2];
+    kn_optim *opt;
+} Sgd;
+
+static kn_status sgd_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Sgd *st = user;
+    (void)nin;
+    kn_optim_zero_grad(st->opt);
+    kn_tensor *loss = kn_mean(ctx, kn_square(ctx, kn_linear(ctx, in[0], st->w[0], st->w[1])), NULL, 0, 0);
+    if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(st->opt) != KN_OK) return kn_last_status(ctx);
+    out[0] = loss;
+    if (nout > 1) out[1] = st->w[1]; /* the bias after the step: also a write's value */
+    return KN_OK;
+}
+
+static void test_writes(int bi, kn_mode mode)
+{
+    kn_ctx *c[2];
+    Sgd st[2];
+    kn_tensor *x[2], *view[2];
+    kn_fn *f = NULL;
+    int64_t ws[2] = {6, 5}, bs[1] = {6}, xs[2] = {4, 5};
+    for (int k = 0; k < 2; k++) { /* 0: eager, 1: compiled */
+        c[k] = kn_ctx_new(&(kn_ctx_opts){.seed = 9});
+        st[k].w[0] = kn_param(c[k], kn_randn(c[k], KN_F32, 2, ws));
+        st[k].w[1] = kn_param(c[k], kn_randn(c[k], KN_F32, 1, bs));
+        x[k] = kn_randn(c[k], KN_F32, 2, xs);
+        st[k].opt = kn_adam(c[k], st[k].w, 2, NULL);
+        view[k] = kn_keep(c[k], kn_transpose(c[k], st[k].w[0], 0, 1)); /* the user's view of w: (5, 6) */
+    }
+    kn_compile_opts o = {.backend = backends[bi], .mode = mode, .params = st[1].w, .nparams = 2, .name = "sgd"};
+    f = kn_compile(c[1], sgd_body, &st[1], &o);
+    double worst = 0;
+    for (int step = 0; step < 4; step++) {
+        kn_tensor *out[2][2] = {{NULL, NULL}, {NULL, NULL}};
+        kn_scope_begin(c[0]);
+        kn_scope_begin(c[1]);
+        CHECK(sgd_body(c[0], &st[0], &x[0], 1, out[0], 2) == KN_OK);
+        CHECK_MSG(kn_call(f, &x[1], 1, out[1], 2) == KN_OK, "%s", kn_last_error(c[1]));
+        double d[5] = {out[1][0] ? diff(c[1], out[1][0], c[0], out[0][0]) : INFINITY,
+                       out[1][1] ? diff(c[1], out[1][1], c[0], st[0].w[1]) : INFINITY,
+                       diff(c[1], st[1].w[0], c[0], st[0].w[0]), diff(c[1], st[1].w[1], c[0], st[0].w[1]),
+                       diff(c[1], view[1], c[0], view[0])};
+        for (int i = 0; i < 5; i++) worst = d[i] > worst || d[i] != d[i] ? d[i] : worst;
+        kn_scope_end(c[0]);
+        kn_scope_end(c[1]);
+    }
+    CHECK_MSG(worst < 1e-5, "%s %s: params, a view of one, or an output that is a written value differ from eager "
+              "by %g", bname[bi], mode ? "reduce-overhead" : "default", worst);
+    kn_fn_free(f);
+    for (int k = 0; k < 2; k++) {
+        kn_optim_free(st[k].opt);
+        kn_ctx_free(c[k]);
+    }
+}
+
 int main(void)
 {
     ModelCfg mlp = {0}, gpt = {.vocab = 37, .context = 9, .d = 16, .layers = 2, .heads = 2};
@@ -214,6 +276,8 @@ int main(void)
         }
         test_contract(bi, KN_MODE_DEFAULT);
         test_contract(bi, KN_MODE_REDUCE_OVERHEAD);
+        test_writes(bi, KN_MODE_DEFAULT);
+        test_writes(bi, KN_MODE_REDUCE_OVERHEAD);
     }
     TEST_END("runalloc");
 }
