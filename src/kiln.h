@@ -385,8 +385,8 @@ kn_status kn_set_eager_backend(kn_ctx *ctx, kn_backend b);
  *   program's own refers to it, so a call allocates one handle per output
  *   (and one per program output that holds a written value or a .grad).
  * - reduce-overhead: a step is one call that allocates nothing once warm
- *   (the first two calls; compiled backends c and tcc: a graph break, a
- *   non-contiguous input or backend interp still allocate). out[] are
+ *   (after the first two calls; a graph break or a non-contiguous input
+ *   still allocate; backend interp, or no compiler here, runs as default). out[] are
  *   handles the compiled function owns: the same handle for an output on
  *   every call, over storage that the NEXT CALL OVERWRITES, as torch.compile's
  *   CUDA-graph mode does. kn_free on them is ignored; they go with
