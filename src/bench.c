@@ -22,8 +22,11 @@
  *   max |c - ref| / sum_k |a_ik b_kj| <= 1e-4.
  * ops: a fused elementwise chain gelu(x * 1.5 + 0.25) over 16M floats,
  *   softmax and layer_norm over rows of (4096, 1024), each against memcpy of
- *   the same bytes (read + write), in GB/s, outputs from a caching allocator
- *   (so that no run pays page faults memcpy does not); compile time, cold (a fresh
+ *   the same bytes (read + write) cut into the same pieces on the same
+ *   threads (memcpy-1t: on one, for reference), in GB/s; each run's output is
+ *   a new tensor, freed before the next run, whose storage the program reuses
+ *   (no page faults, as memcpy's destination, touched before timing, has
+ *   none); compile time, cold (a fresh
  *   $KILN_CACHE_DIR) and warm (the second compile), of the joint
  *   forward+backward graph of an MLP 784->512->10 at batch 128.
  *
@@ -520,11 +523,11 @@ done:
 static void header(B *b, const char *suite)
 {
     if (b->o->json) return;
-    char threads[96];
+    char threads[128];
     if (!strcmp(suite, "gemm"))
         snprintf(threads, sizeof threads, "kiln-c and openblas on %d thread%s (KILN_NUM_THREADS), the rest 1",
                  port_threads(), port_threads() > 1 ? "s" : "");
-    else snprintf(threads, sizeof threads, "kiln-c and kiln-tcc kernels on %d thread%s (KILN_NUM_THREADS), memcpy on 1",
+    else snprintf(threads, sizeof threads, "kiln-c, kiln-tcc and memcpy on %d thread%s (KILN_NUM_THREADS), memcpy-1t on 1",
                   port_threads(), port_threads() > 1 ? "s" : "");
     outf(b, "kiln bench %s%s%s: %s; medians of n runs (min..max); ratio = peer time / this time", suite,
          b->o->quick ? " --quick" : "", b->o->smoke ? " --smoke" : "", threads);
@@ -567,59 +570,28 @@ int bench_gemm(const BenchOpts *o)
 
 /* ---- ops ---- */
 
-/* The ops suite's allocator: blocks of 1 MiB and more are kept when freed
- * (up to CACHED of them) and handed out again for the same size, as a
- * framework's caching allocator does, so that a program's fresh output
- * costs no page faults on every run: the same footing as memcpy's
- * destination, which is touched before timing. */
-enum { CACHED = 8 };
-#define CACHE_MIN ((size_t)1 << 20)
-
-typedef struct {
-    void *p[CACHED];
-    size_t n[CACHED];
-} Cache;
-
-static void *cache_alloc(void *user, void *ptr, size_t osize, size_t nsize)
-{
-    Cache *c = user;
-    if (ptr && nsize == 0 && osize >= CACHE_MIN) { /* keep it, dropping the oldest */
-        free(c->p[CACHED - 1]);
-        memmove(c->p + 1, c->p, (CACHED - 1) * sizeof *c->p);
-        memmove(c->n + 1, c->n, (CACHED - 1) * sizeof *c->n);
-        c->p[0] = ptr, c->n[0] = osize;
-        return NULL;
-    }
-    if (!ptr && nsize >= CACHE_MIN)
-        for (int i = 0; i < CACHED; i++)
-            if (c->p[i] && c->n[i] == nsize) {
-                void *q = c->p[i];
-                c->p[i] = NULL;
-                return q;
-            }
-    if (nsize == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, nsize);
-}
-
-static void cache_free(Cache *c)
-{
-    for (int i = 0; i < CACHED; i++) free(c->p[i]);
-    memset(c, 0, sizeof *c);
-}
-
 typedef struct {
     const float *src;
     float *dst;
     size_t n;
+    int tasks;  /* pieces handed to the thread pool (1: memcpy on this thread) */
 } CopyRun;
 
+static void copy_piece(void *arg, int i)
+{
+    const CopyRun *r = arg;
+    size_t lo = r->n * (size_t)i / (size_t)r->tasks, hi = r->n * (size_t)(i + 1) / (size_t)r->tasks;
+    memcpy(r->dst + lo, r->src + lo, (hi - lo) * sizeof(float));
+}
+
+/* memcpy, cut as the kernels cut their parallel loops (4 pieces per thread,
+ * handed out by the same pool), so that both sides pay the same threads'
+ * wake-ups and stragglers */
 static int run_copy(void *arg)
 {
     CopyRun *r = arg;
-    memcpy(r->dst, r->src, r->n * sizeof(float));
+    if (r->tasks < 2) memcpy(r->dst, r->src, r->n * sizeof(float));
+    else port_parallel_for(r->tasks, copy_piece, r);
     return 0;
 }
 
@@ -683,16 +655,24 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
         goto done;
     }
     const float *xs = fdata(x);
-    /* the peer: memcpy of the same bytes */
-    Stat peer = {0, 0, 0, 0};
-    CopyRun cr = {xs, dst, n};
+    /* the peer: memcpy of the same bytes on the kernels' threads (and, for reference, on one) */
+    Stat peer = {0, 0, 0, 0}, one = {0, 0, 0, 0};
+    int threads = port_threads();
+    double t0 = 0, t1 = 0;
     memset(dst, 0, n * sizeof *dst); /* touch it: pages mapped before timing */
-    double t0 = now_ms();
-    run_copy(&cr);
-    double t1 = now_ms() - t0;
-    if (memcmp(dst, xs, n * sizeof *dst)) report_err(b, S, cse, "memcpy", "ms", "memcpy result differs", 1);
-    else if (!measure(b, run_copy, &cr, t1, &peer))
-        report(b, S, cse, "memcpy", &peer, "gbps", bytes, NULL, NULL, "read + write of the same bytes");
+    for (int pass = 0; pass < 2; pass++) {
+        CopyRun cr = {xs, dst, n, pass ? 1 : 4 * threads};
+        const char *impl = pass ? "memcpy-1t" : "memcpy";
+        memset(dst, 0, n * sizeof *dst);
+        t0 = now_ms();
+        run_copy(&cr);
+        t1 = now_ms() - t0;
+        snprintf(note, sizeof note, "read + write of the same bytes, on %d thread%s%s", pass ? 1 : threads,
+                 pass || threads == 1 ? "" : "s", pass ? "" : " (the kernels' pool and pieces)");
+        if (memcmp(dst, xs, n * sizeof *dst)) report_err(b, S, cse, impl, "ms", "memcpy result differs", 1);
+        else if (!measure(b, run_copy, &cr, t1, pass ? &one : &peer))
+            report(b, S, cse, impl, pass ? &one : &peer, "gbps", bytes, NULL, NULL, note);
+    }
     static const CompileBackend bes[2] = {BACKEND_C, BACKEND_TCC};
     Build f = kind == K_CHAIN ? build_chain : kind == K_SOFTMAX ? build_softmax : build_layer_norm;
     for (int i = 0; i < 2; i++) {
@@ -723,7 +703,7 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
         } else {
             Stat s;
             pr.keep = NULL;
-            snprintf(note, sizeof note, "compile %.1f ms; %d kernel%s on %s; output allocated per run (cached); %d thread%s",
+            snprintf(note, sizeof note, "compile %.1f ms; %d kernel%s on %s; output freed per run (its storage reused); %d thread%s",
                      cms, st.kernels, st.kernels == 1 ? "" : "s", st.backend, port_threads(), port_threads() > 1 ? "s" : "");
             if (measure(b, run_prog, &pr, t1, &s)) {
                 report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
@@ -937,9 +917,7 @@ done:
 int bench_ops(const BenchOpts *o)
 {
     B b = {o, 0};
-    static Cache cache;
-    kn_ctx_opts co = {cache_alloc, &cache, 0};
-    kn_ctx *ctx = kn_ctx_new(&co);
+    kn_ctx *ctx = kn_ctx_new(NULL);
     if (!ctx) return 1;
     kn_manual_seed(ctx, 1);
     header(&b, "ops");
@@ -955,7 +933,6 @@ int bench_ops(const BenchOpts *o)
     ops_case(&b, ctx, K_LAYER_NORM, cse, r, c);
     compile_bench(&b, ctx);
     kn_ctx_free(ctx);
-    cache_free(&cache);
     return b.failed;
 }
 

@@ -127,6 +127,7 @@ typedef struct CEntry {
     int ngs;
     Src *outs;
     Region *rg;
+    kn_tensor ***vals; /* a call's segment values (entry_vals) */
     int kernels, interp_steps, ops, nodes;
     size_t arena_bytes, code_bytes;
     double compile_ms;
@@ -381,7 +382,9 @@ static kn_tensor *resolve(kn_fn *f, CEntry *e, const Binding *b, Src s)
     }
 }
 
-/* Runs seg, filling out[0..nout) with new tensors (aliases are views). */
+/* Runs seg, filling out[0..nout) with kept tensors: the program's outputs
+ * themselves (a new handle each, or under reduce-overhead the program's
+ * own), views for aliases and repeated outputs. */
 static kn_status run_seg(kn_fn *f, CEntry *e, const Seg *sg, const Binding *b, kn_tensor **out)
 {
     kn_ctx *ctx = f->ctx;
@@ -400,14 +403,17 @@ static kn_status run_seg(kn_fn *f, CEntry *e, const Seg *sg, const Binding *b, k
             int j = -1; /* the program's output for this node */
             for (int i = 0; i < m && j < 0; i++)
                 if (sg->alias[i].kind == SRC_NONE && sg->outs[i] == sg->outs[m]) j = i;
-            v = j >= 0 ? out[j] : pouts[next++];
+            if (j < 0) {
+                out[m] = kn_keep(ctx, pouts[next++]);
+                continue;
+            }
+            v = out[j];
         }
         out[m] = v ? tensor_view(ctx, v, v->ndim, v->shape, v->stride, v->offset) : NULL;
         if (!out[m]) s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: no value for output %d", f->name, m);
         else kn_keep(ctx, out[m]);
     }
-    for (int i = 0; sg->prog && !s && i < next; i++) kn_free(ctx, pouts[i]);
-    return s;
+    return s; /* on failure, outputs not handed on are the caller scope's */
 }
 
 static void free_vals(kn_ctx *ctx, kn_tensor **v, int n)
@@ -470,6 +476,48 @@ static void *read_bytes(kn_ctx *ctx, kn_tensor *t, size_t *n)
     return p;
 }
 
+static int same_src(Src a, Src b) { return a.kind == b.kind && a.a == b.a && a.b == b.b; }
+
+/* Whether write i's value is a computed output of a segment that nothing
+ * else of a call hands on (another write, a .grad, a user output, a tape
+ * region), so that its bytes may move into the destination (take_storage). */
+static int swappable(const CEntry *e, int i)
+{
+    Src v = e->w[i].val, d = e->w[i].dst; /* d resolves to v too, once staged */
+    if (v.kind != SRC_SEG || e->rg || e->segs[v.a].alias[v.b].kind != SRC_NONE) return 0;
+    for (int k = 0; k < e->nw; k++)
+        if (k != i && (same_src(e->w[k].val, v) || same_src(e->w[k].val, d))) return 0;
+    for (int k = 0; k < e->ngs; k++)
+        if (same_src(e->gs[k].val, v) || same_src(e->gs[k].val, d)) return 0;
+    for (int k = 0; k < e->nout; k++)
+        if (same_src(e->outs[k], v) || same_src(e->outs[k], d)) return 0;
+    return 1;
+}
+
+static int whole(const kn_tensor *t, size_t bytes)
+{
+    return t->st && !t->st->borrowed && t->offset == 0 && t->st->bytes == bytes && kn_is_contiguous(t);
+}
+
+/* A write without a copy: where dst and v each cover the whole of a storage,
+ * and no handle but the program's own (which keeps it for the next run) and
+ * v refers to v's, the two storages exchange their bytes. dst's storage (and
+ * so every view of it, as after a copy) then holds v's values, and the
+ * program overwrites dst's old ones at its next run.
+ * A step's parameters and optimizer state move so (the copy was a quarter
+ * of the mlp step's instructions at batch 1). 1 if done. */
+static int take_storage(kn_tensor *dst, kn_tensor *v)
+{
+    size_t bytes = (size_t)tensor_numel(dst->ndim, dst->shape) * kn_dtype_size((kn_dtype)dst->dtype);
+    if (dst->dtype != v->dtype || dst->ndim != v->ndim || !whole(dst, bytes) || !whole(v, bytes) || dst->st == v->st ||
+        v->st->refs != 1 + !(v->flags & TF_OWNED) || !bytes)
+        return 0;
+    void *d = dst->st->data;
+    dst->st->data = v->st->data;
+    v->st->data = d;
+    return 1;
+}
+
 enum { RUN_OK = 0, RUN_MISMATCH = -1 };
 
 /* Runs segments first..nsegs-1 of e (earlier ones' values are in vals),
@@ -496,8 +544,8 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         }
         if (j == e->nsegs || s) break;
         Seg *sg = &e->segs[j];
-        vals[j] = kn_alloc(ctx, (size_t)(sg->nout + 1) * sizeof **vals);
-        if (!vals[j]) return kn_errs(ctx, KN_ENOMEM, "out of memory running %s", f->name);
+        if (!vals[j] && !(vals[j] = kn_alloc(ctx, (size_t)(sg->nout + 1) * sizeof **vals)))
+            return kn_errs(ctx, KN_ENOMEM, "out of memory running %s", f->name);
         if ((s = run_seg(f, e, sg, &b, vals[j]))) break;
         for (int i = 0; i < e->nw; i++)
             if (e->w[i].seg == j) staged[i] = resolve(f, e, &b, e->w[i].val);
@@ -513,11 +561,15 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         int later = 0; /* only the last write to a tensor counts */
         for (int k = i + 1; k < e->nw && !later; k++)
             later = e->w[k].dst.kind == e->w[i].dst.kind && e->w[k].dst.a == e->w[i].dst.a;
-        if (!later) s = tensor_assign(ctx, dst, staged[i]);
+        if (!later && !(swappable(e, i) && take_storage(dst, staged[i]))) s = tensor_assign(ctx, dst, staged[i]);
     }
     for (int i = 0; i < e->ngs && s == KN_OK; i++) {
         kn_tensor *p = f->o.params[e->gs[i].param];
         kn_tensor *v = e->gs[i].val.kind == SRC_NONE ? NULL : resolve(f, e, &b, e->gs[i].val);
+        if (v && p->grad) { /* the leaf's .grad handle stays; it now shows v */
+            tensor_rebind(ctx, p->grad, v);
+            continue;
+        }
         kn_tensor *ng = v ? kn_keep(ctx, tensor_view(ctx, v, v->ndim, v->shape, v->stride, v->offset)) : NULL;
         if (v && !ng) {
             s = ctx->status;
@@ -532,6 +584,10 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
     }
     for (int k = 0; k < e->nout && s == KN_OK; k++) {
         kn_tensor *v = resolve(f, e, &b, e->outs[k]);
+        if (v && (v->flags & TF_OWNED) && !e->rg) { /* reduce-overhead: the program's own handle */
+            out[k] = v;
+            continue;
+        }
         out[k] = v ? tensor_view(ctx, v, v->ndim, v->shape, v->stride, v->offset) : NULL;
         if (!out[k]) s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: output %d has no value", f->name, k);
     }
@@ -1254,6 +1310,10 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     for (int i = 0; i < c.nknown; i++) tensor_unhold(ctx, c.known[i].hold);
     if (g) graph_free(g);
     e->compile_ms = now_ms() - t0;
+    /* reduce-overhead: the programs keep their outputs (a region's forward and backward do not: the
+     * tape holds its saved values and grads until a backward that may come after the next call) */
+    for (int j = 0; !s && !e->rg && f->o.mode == KN_MODE_REDUCE_OVERHEAD && j < e->nsegs; j++)
+        if (e->segs[j].prog) program_set_reuse(e->segs[j].prog, 1);
     if (!s) { /* the rest runs as every later call does */
         int r = run_entry(f, e, in, out, nseg_done, vals, 1);
         if (r == RUN_MISMATCH) r = kn_errs(ctx, KN_EINVAL, "%s: the body's graph breaks are not deterministic", f->name);
@@ -1313,6 +1373,16 @@ kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opt
     return f;
 }
 
+/* The table of segment values a call fills (vals[seg][m]), in the entry's
+ * arena: made at its first call, so later calls allocate none. */
+static kn_tensor ***entry_vals(CEntry *e)
+{
+    kn_tensor ***v = arena_alloc(&e->arena, (size_t)(e->nsegs + 1) * sizeof *v);
+    for (int j = 0; v && j < e->nsegs; j++)
+        if (!(v[j] = arena_alloc(&e->arena, (size_t)(e->segs[j].nout + 1) * sizeof **v))) return NULL;
+    return v;
+}
+
 static kn_status eager_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
 {
     f->eager_calls++;
@@ -1349,13 +1419,15 @@ kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int 
             if (!why[0]) snprintf(why, sizeof why, "%s", w); /* the newest entry's reason */
             continue;
         }
-        kn_tensor **vals[16] = {0};
-        int r = run_entry(f, e, in, out, 0, vals, 0);
-        for (int j = 0; j < e->nsegs && j < 16; j++)
-            if (vals[j]) {
-                free_vals(ctx, vals[j], e->segs[j].nout);
-                kn_dealloc(ctx, vals[j], (size_t)(e->segs[j].nout + 1) * sizeof **vals);
-            }
+        if (!e->vals && !(e->vals = entry_vals(e))) {
+            op_leave(ctx, saved);
+            return kn_errs(ctx, KN_ENOMEM, "out of memory running %s", f->name);
+        }
+        int r = run_entry(f, e, in, out, 0, e->vals, 0);
+        for (int j = 0; j < e->nsegs; j++) {
+            free_vals(ctx, e->vals[j], e->segs[j].nout);
+            memset(e->vals[j], 0, (size_t)(e->segs[j].nout + 1) * sizeof **e->vals);
+        }
         if (r != RUN_MISMATCH) {
             op_leave(ctx, saved);
             return (kn_status)r;

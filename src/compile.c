@@ -14,7 +14,9 @@
  * the port's thread pool. KILN_LOGS=fusion shows each kernel and what it
  * fused, loopir each kernel's loop IR, output_code the generated source. Every intermediate value
  * lives at a planned offset in one arena allocated at compile time, reused
- * once its last reader has run; outputs are fresh tensors per call.
+ * once its last reader has run; outputs live in storage the program keeps
+ * and reuses as the mode allows ("running", below), so a run allocates
+ * nothing under reduce-overhead and one handle per output otherwise.
  *
  * Requires: a graph of concrete shapes and its outputs. Produces: a Program
  * that program_run runs on input tensors, equal to the interpreter's result.
@@ -69,6 +71,13 @@ struct Program {
     double render_ns;   /* of load_kernels' time, rendering (KILN_LOGS=perf) */
     const char *src;    /* the generated source (in the arena), NULL if none */
     int from_cache;     /* made from a program cache entry */
+    /* run time: made at the first run (run_init), reused by every later one */
+    int reuse;          /* reduce-overhead: outputs are the program's own handles, overwritten by the next run */
+    kn_tensor **vals;   /* per node: its tensor during a run (inputs, outputs) */
+    kn_tensor **view;   /* per node: a handle over its arena bytes, for interpreter steps */
+    kn_tensor **pool;   /* per output i: pool[2i], pool[2i + 1], handles holding its storages */
+    uint8_t *fresh;     /* per output: a handle made by this run, for the caller */
+    uint8_t *older;     /* per output: the pool slot used less recently */
 };
 
 static size_t node_bytes(const Node *n)
@@ -1041,14 +1050,47 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
     return p;
 }
 
-/* ---- running ---- */
+/* ---- running ----
+ * What a run needs beyond the arena is made at the first run and kept
+ * (run_init): the table of node values, a handle over the arena bytes of
+ * each value an interpreter step reads or writes, and each output's
+ * storage. So a later run allocates nothing but, in the default mode, one
+ * handle per output: the caller's.
+ *
+ * Outputs. The default mode hands out a new handle per output, which the
+ * caller may keep as long as it likes: its storage is reused only once no
+ * handle but the program's own refers to it (each output has up to two
+ * storages, so an output that the caller keeps while calling again, a
+ * .grad, say, alternates between them instead of allocating each time).
+ * reduce-overhead (p->reuse) hands out the program's own handles over one
+ * storage per output, which the next run overwrites: torch.compile's
+ * CUDA-graph contract (kiln.h). */
 
-/* A tensor over the arena (or an output's storage) for an interpreter step. */
+/* The value table, interpreter views and output pool; 0 or an error. */
+static int run_init(Program *p)
+{
+    kn_ctx *ctx = p->ctx;
+    size_t nv = (size_t)p->g->n;
+    p->vals = kn_alloc(ctx, nv * sizeof *p->vals);
+    p->view = kn_alloc(ctx, nv * sizeof *p->view);
+    p->pool = kn_alloc(ctx, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
+    p->fresh = kn_alloc(ctx, (size_t)p->nouts + 1);
+    p->older = kn_alloc(ctx, (size_t)p->nouts + 1);
+    if (!p->vals || !p->view || !p->pool || !p->fresh || !p->older) return kn_errs(ctx, KN_ENOMEM, "out of memory running a program");
+    memset(p->view, 0, nv * sizeof *p->view);
+    memset(p->pool, 0, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
+    return 0;
+}
+
+/* A tensor over the arena (or an output's storage) for an interpreter step:
+ * made at the first run, kept by the program. */
 static kn_tensor *view_of(Program *p, uint32_t v, kn_tensor *const *vals)
 {
     if (vals[v]) return vals[v];
+    if (p->view[v]) return p->view[v];
     const Node *n = &p->g->nodes[v];
-    return tensor_borrow(p->ctx, (char *)p->mem + p->offset[v], (kn_dtype)n->dtype, n->ndim, n->shape);
+    return p->view[v] = tensor_own(p->ctx, tensor_borrow(p->ctx, (char *)p->mem + p->offset[v], (kn_dtype)n->dtype,
+                                                         n->ndim, n->shape));
 }
 
 static kn_status run_interp(Program *p, const Step *st, kn_tensor **vals)
@@ -1092,10 +1134,7 @@ static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
     KnParallel par = {port_parallel_for, port_threads()};
     int64_t err[3] = {0, 0, 0};
     if (st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
-    for (int b = 0; b < st->k->nbufs; b++) {
-        uint32_t u = st->k->bufs[b].node;
-        bufs[b] = vals[u] ? tensor_ptr(vals[u], vals[u]->offset) : (char *)p->mem + p->offset[u];
-    }
+    for (int b = 0; b < st->k->nbufs; b++) bufs[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
     bufs[st->k->nbufs] = &par;
     bufs[st->k->nbufs + 1] = err;
     p->t->run(st->fn, bufs, st->k);
@@ -1107,7 +1146,8 @@ static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
     return KN_OK;
 }
 
-/* The graph's input k, contiguous and of the recorded dtype and shape. */
+/* The graph's input k, contiguous and of the recorded dtype and shape (a
+ * copy, on the run's scope, where it is not contiguous). */
 static kn_tensor *bind_input(Program *p, const Node *n, kn_tensor *t)
 {
     if (!t) return kn_err(p->ctx, KN_EINVAL, "input %lld is NULL", (long long)n->p.i[0]);
@@ -1121,18 +1161,45 @@ static kn_tensor *bind_input(Program *p, const Node *n, kn_tensor *t)
     return prim(p->ctx, OP_CAST, &t, &cp); /* a contiguous copy */
 }
 
+/* Output i's tensor for this run (a compiled backend): the program's own
+ * handle under reuse, else a new handle over one of its two storages that
+ * nobody else refers to now (a new storage where both are taken). */
+static kn_tensor *output_of(Program *p, int i)
+{
+    kn_ctx *ctx = p->ctx;
+    const Node *n = &p->g->nodes[p->outs[i]];
+    kn_tensor **slot = &p->pool[2 * i];
+    if (p->reuse) {
+        if (!slot[0]) slot[0] = tensor_own(ctx, tensor_new(ctx, (kn_dtype)n->dtype, n->ndim, n->shape));
+        return slot[0];
+    }
+    int j = slot[0] && slot[0]->st->refs == 1 ? 0 : slot[1] && slot[1]->st->refs == 1 ? 1 : -1;
+    if (j < 0) { /* both storages are held elsewhere (or not made yet): a new one in the older slot */
+        kn_tensor *h = tensor_own(ctx, tensor_new(ctx, (kn_dtype)n->dtype, n->ndim, n->shape));
+        if (!h) return NULL;
+        j = !slot[0] ? 0 : !slot[1] ? 1 : p->older[i];
+        tensor_unhold(ctx, slot[j]);
+        slot[j] = h;
+    }
+    p->older[i] = (uint8_t)!j;
+    return kn_keep(ctx, tensor_view(ctx, slot[j], n->ndim, slot[j]->shape, slot[j]->stride, 0));
+}
+
 kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tensor **outs)
 {
     kn_ctx *ctx = p->ctx;
-    kn_tensor **vals = kn_alloc(ctx, p->g->n * sizeof *vals);
-    if (!vals) return kn_errs(ctx, KN_ENOMEM, "out of memory running a program");
+    if (!p->vals && run_init(p)) return ctx->status;
+    kn_tensor **vals = p->vals;
+    uint8_t *fresh = p->fresh; /* outputs made here (not inputs passed through) */
     memset(vals, 0, p->g->n * sizeof *vals);
+    memset(fresh, 0, (size_t)p->nouts);
     int was = kn_set_grad_enabled(ctx, 0);
-    kn_scope_begin(ctx);
+    /* a scope for what a run makes and drops (the interpreter's values, copies of inputs), only
+     * where there is any: closing one walks every live tensor */
+    int scoped = !p->t || p->ninterp > 0;
+    for (int k = 0; k < ninputs && !scoped; k++) scoped = inputs[k] && !kn_is_contiguous(inputs[k]);
+    if (scoped) kn_scope_begin(ctx);
     kn_status s = KN_OK;
-    uint8_t *fresh = kn_alloc(ctx, (size_t)p->nouts + 1); /* outputs made here (not inputs passed through) */
-    if (!fresh) s = kn_errs(ctx, KN_ENOMEM, "out of memory running a program");
-    else memset(fresh, 0, (size_t)p->nouts + 1);
     for (uint32_t v = 1; v < p->g->n && !s; v++) {
         const Node *n = &p->g->nodes[v];
         if (n->op != OP_INPUT) continue;
@@ -1147,18 +1214,18 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
             if (p->g->nodes[p->outs[i]].op != OP_INPUT) kn_keep(ctx, vals[p->outs[i]]), fresh[i] = 1;
     }
     for (int i = 0; i < p->nouts && !s && p->t; i++) {
-        const Node *n = &p->g->nodes[p->outs[i]];
         if (vals[p->outs[i]]) continue;
-        if (!(vals[p->outs[i]] = kn_keep(ctx, tensor_new(ctx, (kn_dtype)n->dtype, n->ndim, n->shape)))) s = ctx->status;
-        fresh[i] = 1;
+        if (!(vals[p->outs[i]] = output_of(p, i))) s = ctx->status;
+        fresh[i] = !p->reuse;
     }
     for (int i = 0; i < p->nsteps && !s && p->t; i++)
         s = p->steps[i].interp ? run_interp(p, &p->steps[i], vals) : run_kernel(p, &p->steps[i], vals);
     for (int i = 0; i < p->nouts; i++) outs[i] = s ? NULL : vals[p->outs[i]];
-    kn_scope_end(ctx); /* copies and borrowed views; the fresh outputs are kept */
+    if (scoped) kn_scope_end(ctx); /* copies and the interpreter's values; the fresh outputs are kept */
     for (int i = 0; i < p->nouts; i++) {
         if (!fresh[i] || !vals[p->outs[i]]) continue;
         if (s) { /* a failed run hands nothing back */
+            vals[p->outs[i]]->flags &= (uint8_t)~TF_KEPT;
             kn_free(ctx, vals[p->outs[i]]);
             continue;
         }
@@ -1166,16 +1233,23 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
         outs[i]->scope = ctx->scope;
     }
     kn_set_grad_enabled(ctx, was);
-    kn_dealloc(ctx, fresh, (size_t)p->nouts + 1);
-    kn_dealloc(ctx, vals, p->g->n * sizeof *vals);
     return s;
 }
+
+void program_set_reuse(Program *p, int on) { p->reuse = on; }
 
 void program_free(Program *p)
 {
     if (!p) return;
     if (p->module) p->t->unload(p->module);
     kn_dealloc(p->ctx, p->mem, p->arena_bytes);
+    for (uint32_t v = 0; p->view && v < p->g->n; v++) tensor_unhold(p->ctx, p->view[v]);
+    for (int i = 0; p->pool && i < 2 * p->nouts; i++) tensor_unhold(p->ctx, p->pool[i]);
+    kn_dealloc(p->ctx, p->vals, p->g->n * sizeof *p->vals);
+    kn_dealloc(p->ctx, p->view, p->g->n * sizeof *p->view);
+    kn_dealloc(p->ctx, p->pool, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
+    kn_dealloc(p->ctx, p->fresh, (size_t)p->nouts + 1);
+    kn_dealloc(p->ctx, p->older, (size_t)p->nouts + 1);
     Arena a = p->arena;
     kn_dealloc(p->ctx, p, sizeof *p);
     arena_free(&a);

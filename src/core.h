@@ -92,7 +92,8 @@ enum {
     TF_PARAM = 2,    /* a parameter (kn_param) */
     TF_WRAPPED = 4,  /* a Python-number scalar: weakest in promotion */
     TF_REQGRAD = 8,  /* requires grad */
-    TF_GRAD = 16     /* the .grad of a leaf: owned by it, kn_free ignores it */
+    TF_GRAD = 16,    /* the .grad of a leaf: owned by it, kn_free ignores it */
+    TF_OWNED = 32    /* owned by a compiled program (tensor_own): kn_free ignores it */
 };
 
 struct kn_tensor {
@@ -201,6 +202,12 @@ int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what); /* -1 on 
 kn_tensor *tensor_hold(kn_ctx *ctx, const kn_tensor *t); /* a handle on no scope list, for the tape */
 kn_tensor *tensor_borrow(kn_ctx *ctx, void *data, kn_dtype dt, int ndim, const int64_t *shape); /* over memory not ours */
 void tensor_unhold(kn_ctx *ctx, kn_tensor *h);
+/* t (just made, on the live list) becomes a handle its maker owns: off every
+ * scope's list, ignored by kn_free, released with tensor_unhold. */
+kn_tensor *tensor_own(kn_ctx *ctx, kn_tensor *t);
+/* h becomes a contiguous-or-not view of v's storage (v's dtype, shape,
+ * strides, offset); h's own flags, grad and tape fields stay. */
+void tensor_rebind(kn_ctx *ctx, kn_tensor *h, const kn_tensor *v);
 
 /* ---- primitives (prim.c): shape rule, then trace or run ---- */
 kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p);

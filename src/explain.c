@@ -159,8 +159,8 @@ static int bench_dispatch(int json)
     static const kn_backend bes[2] = {KN_BACKEND_C, KN_BACKEND_TCC};
     static const char *names[2] = {"kiln-c", "kiln-tcc"};
     int rc = 0;
-    for (int b = 0; b < 2; b++) {
-        kn_compile_opts o = {.backend = bes[b]};
+    for (int b = 0; b < 4; b++) { /* c, tcc; then each under reduce-overhead */
+        kn_compile_opts o = {.backend = bes[b % 2], .mode = b < 2 ? KN_MODE_DEFAULT : KN_MODE_REDUCE_OVERHEAD};
         kn_fn *f = kn_compile(ctx, dispatch_body, NULL, &o);
         kn_tensor *out[1];
         double got = 0, v[31];
@@ -177,7 +177,7 @@ static int bench_dispatch(int json)
             }
             v[r] = (now_ms() - t0) * 1e3 / 2000;
         }
-        if (!rc) emit(json, "dispatch", "10-input add", names[b], "us", v, 31, 1);
+        if (!rc) emit(json, "dispatch", b < 2 ? "10-input add" : "10-input add/ro", names[b % 2], "us", v, 31, 1);
         kn_fn_free(f);
     }
     kn_ctx_free(ctx);

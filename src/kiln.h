@@ -367,7 +367,7 @@ void kn_optim_free(kn_optim *opt);           /* frees the state; NULL is fine */
  * (kn_item, kn_read) is a graph break unless fullgraph is set, in which
  * case it is an error naming the op. Results always equal eager execution
  * within floating-point tolerance. out[] receives new tensors in the
- * caller's current scope. */
+ * caller's current scope (reduce-overhead: the function's own; kn_mode). */
 typedef struct kn_fn kn_fn;
 typedef kn_status (*kn_body_fn)(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out,
                                 int nout);
@@ -378,6 +378,25 @@ typedef enum { KN_BACKEND_C, KN_BACKEND_TCC, KN_BACKEND_INTERP } kn_backend; /* 
  * otherwise when the context is made. Without that compiler here, the interpreter runs
  * (one log line); KILN_LOGS=perf logs each compile. */
 kn_status kn_set_eager_backend(kn_ctx *ctx, kn_backend b);
+/* Modes, as torch.compile's:
+ * - default: out[] are new handles in the caller's scope, which the caller
+ *   may keep, free or view as long as it likes; later calls never change
+ *   them. Their storage is the program's, reused once no handle but the
+ *   program's own refers to it, so a call allocates one handle per output
+ *   (and one per program output that holds a written value or a .grad).
+ * - reduce-overhead: a step is one call that allocates nothing once warm
+ *   (after the first two calls; a graph break or a non-contiguous input
+ *   still allocate; backend interp, or no compiler here, runs as default). out[] are
+ *   handles the compiled function owns: the same handle for an output on
+ *   every call, over storage that the NEXT CALL OVERWRITES, as torch.compile's
+ *   CUDA-graph mode does. kn_free on them is ignored; they go with
+ *   kn_fn_free. Views of an output (kn_reshape, kn_grad) see the new values
+ *   too: copy out (kn_read) what must outlive the next call. A .grad set by
+ *   the function is likewise a view of storage the next call overwrites.
+ *   With grad enabled and a compiled forward whose backward runs later
+ *   (kn_backward outside the body), the outputs are new, as in default.
+ * - max-autotune: as default, after timing candidate GEMM blockings and
+ *   vector widths on this machine when compiling (the winners are cached). */
 typedef enum { KN_MODE_DEFAULT, KN_MODE_REDUCE_OVERHEAD, KN_MODE_MAX_AUTOTUNE } kn_mode;
 typedef enum { KN_DYNAMIC_AUTO, KN_DYNAMIC_ON, KN_DYNAMIC_OFF } kn_dynamic;
 

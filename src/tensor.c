@@ -198,13 +198,19 @@ kn_tensor *tensor_borrow(kn_ctx *ctx, void *data, kn_dtype dt, int ndim, const i
     return t;
 }
 
-void kn_free(kn_ctx *ctx, kn_tensor *t)
+static void unlink_live(kn_ctx *ctx, kn_tensor *t)
 {
-    if (!ctx || !t || (t->flags & TF_GRAD)) return;
     if (t->prev) t->prev->next = t->next;
     else ctx->live = t->next;
     if (t->next) t->next->prev = t->prev;
+    t->prev = t->next = NULL;
     ctx->live_tensors--;
+}
+
+void kn_free(kn_ctx *ctx, kn_tensor *t)
+{
+    if (!ctx || !t || (t->flags & (TF_GRAD | TF_OWNED))) return;
+    unlink_live(ctx, t);
     if ((t->flags & TF_REQGRAD) && !t->tape_seq) autodiff_forget_leaf(ctx, t);
     if (t->grad) {
         t->grad->flags &= (uint8_t)~TF_GRAD;
@@ -233,6 +239,27 @@ void tensor_unhold(kn_ctx *ctx, kn_tensor *h)
     if (!h) return;
     storage_release(ctx, h->st);
     kn_dealloc(ctx, h, sizeof *h);
+}
+
+kn_tensor *tensor_own(kn_ctx *ctx, kn_tensor *t)
+{
+    if (!t) return NULL;
+    unlink_live(ctx, t);
+    t->scope = -1;
+    t->flags |= TF_OWNED | TF_KEPT;
+    return t;
+}
+
+void tensor_rebind(kn_ctx *ctx, kn_tensor *h, const kn_tensor *v)
+{
+    if (v->st) v->st->refs++; /* first: v may be h itself */
+    storage_release(ctx, h->st);
+    h->st = v->st;
+    h->dtype = v->dtype;
+    h->ndim = v->ndim;
+    memcpy(h->shape, v->shape, sizeof h->shape);
+    memcpy(h->stride, v->stride, sizeof h->stride);
+    h->offset = v->offset;
 }
 
 kn_tensor *kn_keep(kn_ctx *ctx, kn_tensor *t)

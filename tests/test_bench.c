@@ -212,6 +212,8 @@ int main(void)
     CHECK_MSG(n == 5, "ops: %d kiln-c rows measured, expected 5 (chain, softmax, layer_norm, compile cold, warm)", n);
     n = check_lines("ops", "memcpy");
     CHECK_MSG(n == 3, "ops: %d memcpy rows, expected 3", n);
+    n = check_lines("ops", "memcpy-1t");
+    CHECK_MSG(n == 3, "ops: %d memcpy-1t rows (memcpy on one thread), expected 3", n);
     clear();
     TEST_END("bench");
 }

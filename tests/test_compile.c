@@ -187,7 +187,7 @@ static void index_case(kn_ctx *ctx, int scatter, kn_dtype it, CompileBackend be)
     for (uint32_t k = 0; k < g->ninputs && k < MAXIN; k++) at = g->input_vals[k] == idx ? (int)k : at, ins[k] = g->input_vals[k];
     int ok = p && at >= 0 && program_run(p, ins, (int)g->ninputs, &got) == KN_OK;
     double d = ok ? max_diff(ctx, got, want, &same) : INFINITY;
-    ProgramStats st = {0, 0, 0, 0, "?", 0, 0};
+    ProgramStats st = {0};
     if (p) program_stats(p, &st);
     CHECK_MSG(ok && same && d == 0, "%s %s index on %s: %s, max rel diff %g", op, kn_dtype_name(it), bn,
               ok ? "ran" : kn_last_error(ctx), d);
@@ -371,6 +371,7 @@ static void test_shared_kernels(kn_ctx *ctx)
  * checksum but with a field out of range is never trusted: the program is
  * compiled afresh, still equal, and the entry written again. */
 #if defined(__unix__) && !defined(__wasi__)
+/* A dot with epilogues, a softmax and an embedding: its gather is a kernel with an index check. */
 static kn_tensor *c_cached(kn_ctx *c, kn_tensor *const *in)
 {
     int one = 1;
@@ -414,7 +415,7 @@ static int cached_pass(kn_ctx *ctx, kn_tensor *const *in, kn_tensor *want, const
     double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
                                                                                   : INFINITY;
     CHECK_MSG(same && d < 2e-5, "program cache, %s: %s, max rel diff %g", what, kn_last_error(ctx), d);
-    CHECK_MSG(st.interp_steps == 1 && st.kernels >= 2, "program cache, %s: %d kernels, %d on the interpreter", what,
+    CHECK_MSG(st.interp_steps == 0 && st.kernels >= 2, "program cache, %s: %d kernels, %d on the interpreter", what,
               st.kernels, st.interp_steps);
     kn_clear_error(ctx);
     program_free(p);
