@@ -163,6 +163,19 @@ static int plan(kn_ctx *ctx, Program *p)
 
 /* ---- dots through the target's template ---- */
 
+/* Operand B (node u) as a convolution's window view of a buffer: the
+ * window into w, B's batch stride (a group's channels) into sb[0]. */
+static int gemm_window(Program *p, const Schedule *s, Step *st, uint32_t u, GemmWindow *w, int64_t *sb)
+{
+    uint32_t x;
+    int64_t sx[KN_MAX_DIMS];
+    if (!sched_window(p->g, s->materialised, u, &x, w) || !sched_view(p->g, s->materialised, x, &st->root[1], sx, &st->off[1]))
+        return 0;
+    w->sx_n = sx[0], w->sx_c = sx[1], w->sx_h = sx[2], w->sx_w = sx[3];
+    sb[0] = w->c * sx[1];
+    return 1;
+}
+
 /* Dot d (st->node or the dot fused into its kernel) of f32 or f64 over
  * operands that are views of buffers, as a GemmSpec writing st->node's buffer. */
 static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
@@ -171,16 +184,18 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     int nd = n->ndim, nb = nd - 2;
     if (!p->t->render_dot || (n->dtype != KN_F32 && n->dtype != KN_F64)) return 0;
     int64_t sa[KN_MAX_DIMS], sb[KN_MAX_DIMS];
-    if (!sched_view(p->g, s->materialised, n->src[0], &st->root[0], sa, &st->off[0]) ||
-        !sched_view(p->g, s->materialised, n->src[1], &st->root[1], sb, &st->off[1]))
-        return 0;
     GemmSpec g;
     memset(&g, 0, sizeof g);
+    if (!sched_view(p->g, s->materialised, n->src[0], &st->root[0], sa, &st->off[0])) return 0;
+    if (!sched_view(p->g, s->materialised, n->src[1], &st->root[1], sb, &st->off[1]) &&
+        !gemm_window(p, s, st, n->src[1], &g.win, sb))
+        return 0;
     if (!sched_batch_stride(nb, n->shape, sa, &g.sa_b) || !sched_batch_stride(nb, n->shape, sb, &g.sb_b)) return 0;
     g.dtype = n->dtype == KN_F32 ? GEMM_F32 : GEMM_F64;
     g.batch = tensor_numel(nb, n->shape);
     g.M = n->shape[nd - 2], g.N = n->shape[nd - 1], g.K = p->g->nodes[n->src[0]].shape[nd - 1];
-    g.sa_m = sa[nd - 2], g.sa_k = sa[nd - 1], g.sb_k = sb[nd - 2], g.sb_n = sb[nd - 1];
+    g.sa_m = sa[nd - 2], g.sa_k = sa[nd - 1];
+    if (!g.win.on) g.sb_k = sb[nd - 2], g.sb_n = sb[nd - 1];
     if (g.M < 1 || g.N < 1 || g.K < 1) return 0;
     char *name = arena_alloc(&p->arena, 24);
     st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
@@ -413,7 +428,8 @@ static uint64_t gemm_key(const Program *p, const GemmSpec *g)
                      p->t->name, g->dtype, (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K,
                      (long long)g->sa_b, (long long)g->sa_m, (long long)g->sa_k, (long long)g->sb_b,
                      (long long)g->sb_k, (long long)g->sb_n, g->bias, g->act, g->epilogue != NULL);
-    return fnv(14695981039346656037ull, text, (size_t)n);
+    uint64_t h = fnv(14695981039346656037ull, text, (size_t)n);
+    return g->win.on ? fnv(h, (const char *)&g->win, sizeof g->win) : h; /* a window: its geometry too */
 }
 
 /* Candidates for the steps that have them, or their remembered winners. */
@@ -496,7 +512,11 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
         if (!nb) b[0] = mem[nmem] = scratch(ctx, dt, g->batch * g->M * g->N, &bytes[nmem]), nmem++;
         else b[0] = eb[0]; /* C is the epilogue's output */
         b[1] = mem[nmem] = scratch(ctx, dt, extent(g->batch, g->M, g->K, g->sa_b, g->sa_m, g->sa_k), &bytes[nmem]), nmem++;
-        b[2] = mem[nmem] = scratch(ctx, dt, extent(g->batch, g->K, g->N, g->sb_b, g->sb_k, g->sb_n), &bytes[nmem]), nmem++;
+        const GemmWindow *w = &g->win; /* B: a window's input, or strided */
+        int64_t xb = w->on ? extent(g->batch, w->n, w->c, g->sb_b, w->sx_n, w->sx_c) + (w->h - 1) * w->sx_h +
+                                 (w->w - 1) * w->sx_w
+                           : extent(g->batch, g->K, g->N, g->sb_b, g->sb_k, g->sb_n);
+        b[2] = mem[nmem] = scratch(ctx, dt, xb, &bytes[nmem]), nmem++;
         b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL;
         for (int i = 0; i < nmem; i++) ok = ok && mem[i];
     } else if (ok) {
@@ -533,7 +553,7 @@ static int same_gemm(const GemmSpec *a, const GemmSpec *b)
     return a->dtype == b->dtype && a->batch == b->batch && a->M == b->M && a->N == b->N && a->K == b->K &&
            a->sa_b == b->sa_b && a->sa_m == b->sa_m && a->sa_k == b->sa_k && a->sb_b == b->sb_b &&
            a->sb_k == b->sb_k && a->sb_n == b->sb_n && a->bias == b->bias && a->act == b->act &&
-           !a->epilogue == !b->epilogue && a->kc == b->kc && a->mc == b->mc;
+           !a->epilogue == !b->epilogue && a->kc == b->kc && a->mc == b->mc && !memcmp(&a->win, &b->win, sizeof a->win);
 }
 
 static int find_entries(kn_ctx *ctx, Program *p);

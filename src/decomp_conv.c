@@ -295,19 +295,32 @@ static int conv_args(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, cons
 
 /* ---- convolution: the implicit GEMM ---- */
 
-/* x (N, C, H, W), w (O, C/G, KH, KW), b (O) or NULL -> (N, O, OH, OW) */
+/* x (N, C, H, W), w (O, C/G, KH, KW), b (O) or NULL -> (N, O, OH, OW)
+ *
+ * The batch is folded into the GEMM's columns: one dot per group of
+ * (O/G, C/G*KH*KW) . (C/G*KH*KW, N*OH*OW), not one per image. The weight
+ * is then packed once, not N times, and the weight gradient autodiff
+ * derives from this dot is one GEMM whose K runs over N*OH*OW, with no
+ * (N, O, C/G*KH*KW) per-image products to sum. The result comes out
+ * channel-major, (G, O/G, N, OH, OW), and is returned as its (N, O, OH, OW)
+ * permuted view. */
 static kn_tensor *conv_gemm(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const Conv *cv)
 {
     const Axis *ax = cv->ax;
-    int64_t n = cv->n, g = cv->g, o = cv->o, ck = cv->c / g * ax[0].k * ax[1].k;
+    int64_t n = cv->n, g = cv->g, o = cv->o, cg = cv->c / g, kk = ax[0].k * ax[1].k, ck = cg * kk;
+    int64_t oh = ax[0].out, ow = ax[1].out;
     kn_tensor *xp = pad_hw(ctx, x, ax[0].pad, ax[0].pad, ax[1].pad, ax[1].pad, 0.0); // (N, C, Hp, Wp)
-    kn_tensor *cols = stack_windows(ctx, xp, ax, 0, ax[0].k * ax[1].k);             // (N, C, KH*KW, OH, OW)
-    int64_t cshape[4] = {n, g, ck, ax[0].out * ax[1].out};
-    cols = p_reshape(ctx, cols, 4, cshape);                                          // (N, G, C/G*KH*KW, OH*OW)
-    int64_t wshape[4] = {1, g, o / g, ck}, wfull[4] = {n, g, o / g, ck};
-    kn_tensor *wm = p_expand(ctx, p_reshape(ctx, w, 4, wshape), 4, wfull);            // (N, G, O/G, C/G*KH*KW)
-    int64_t yshape[4] = {n, o, ax[0].out, ax[1].out}, bshape[4] = {1, o, 1, 1};
-    kn_tensor *y = p_reshape(ctx, p_dot(ctx, wm, cols), 4, yshape);                  // (N, O, OH, OW)
+    kn_tensor *cols = stack_windows(ctx, xp, ax, 0, kk);                             // (N, C, KH*KW, OH, OW)
+    int64_t split[6] = {n, g, cg, kk, oh, ow}, cshape[3] = {g, ck, n * oh * ow};
+    static const int to_gck[6] = {1, 2, 3, 0, 4, 5};
+    cols = p_permute(ctx, p_reshape(ctx, cols, 6, split), to_gck);                   // (G, C/G, KH*KW, N, OH, OW)
+    cols = p_reshape(ctx, cols, 3, cshape);                                          // (G, C/G*KH*KW, N*OH*OW)
+    int64_t wshape[3] = {g, o / g, ck};
+    kn_tensor *wm = p_reshape(ctx, w, 3, wshape);                                    // (G, O/G, C/G*KH*KW)
+    int64_t yg[5] = {g, o / g, n, oh, ow}, yshape[4] = {n, o, oh, ow}, bshape[4] = {1, o, 1, 1};
+    static const int to_nchw[5] = {2, 0, 1, 3, 4};
+    kn_tensor *y = p_permute(ctx, p_reshape(ctx, p_dot(ctx, wm, cols), 5, yg), to_nchw); // (N, G, O/G, OH, OW)
+    y = p_reshape(ctx, y, 4, yshape);                                                // (N, O, OH, OW)
     return b ? bin(ctx, OP_ADD, y, p_reshape(ctx, b, 4, bshape), cv->dt) : y;
 }
 

@@ -59,6 +59,17 @@ typedef struct Kit {
 
 #define MADD(x, y, z) ((z) + (x) * (y))
 
+/* Where B[k][i] of a window view (KnRtGemm.win) is, in elements from this
+ * batch's input, or -1 for a zero of the padding. */
+static Ix win_at(const int64_t *w, Ix k, Ix i)
+{
+    Ix r = w[0] ? i : k, j = w[0] ? k : i; /* r: (c, ky, kx), j: (n, oy, ox) */
+    Ix y = j / w[8] % w[7] * w[9] + r / w[6] % w[5] * w[11] - w[13];
+    Ix x = j % w[8] * w[10] + r % w[6] * w[12] - w[14];
+    if (y < 0 || y >= w[3] || x < 0 || x >= w[4]) return -1;
+    return j / (w[7] * w[8]) * w[15] + r / (w[5] * w[6]) * w[16] + y * w[17] + x * w[18];
+}
+
 /* gcc is told to unroll the row loop: at -O2 it unrolls no loop that grows the code, and with the row
  * loop rolled it keeps the accumulators in memory. clang unrolls it unasked (and told to, spills). */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -111,6 +122,15 @@ typedef struct Kit {
         const T *B = pB;                                                                                               \
         T *d = pd;                                                                                                     \
         Ix sk = (Ix)g->sb_k, sn = (Ix)g->sb_n;                                                                         \
+        if (g->win) {                                                                                                  \
+            for (Ix q = 0; q < w; q += nr, d += nr * kc)                                                               \
+                for (Ix k = 0; k < kc; k++)                                                                            \
+                    for (int j = 0; j < nr; j++) {                                                                     \
+                        Ix at = q + j < w ? win_at(g->win, p0 + k, j0 + q + j) : -1;                                   \
+                        d[k * nr + j] = at < 0 ? (T)0 : B[at];                                                         \
+                    }                                                                                                  \
+            return;                                                                                                    \
+        }                                                                                                              \
         for (Ix q = 0; q < w; q += nr, d += nr * kc) {                                                                 \
             int n = w - q < nr ? (int)(w - q) : nr, j;                                                                 \
             const T *src = B + p0 * sk + (j0 + q) * sn;                                                                \

@@ -50,6 +50,9 @@ typedef struct KnRtGemm {
     int threads;
     void *work;               /* or NULL: scratch on the stack */
     size_t work_bytes;
+    const int64_t *win;       /* or NULL; else B is a convolution's window view (src/target.h GemmWindow) of
+                                 the input at B + t*sb_b, given as the 19 numbers t, n, c, h, w, kh, kw, oh,
+                                 ow, sh, sw, dh, dw, ph, pw, sx_n, sx_c, sx_h, sx_w; sb_k, sb_n unused */
 } KnRtGemm;
 
 /* bytes of work that g (with its threads) uses, 64 of them for alignment */

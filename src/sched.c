@@ -20,7 +20,9 @@
  *   ever computed in two kernels; cheap ones (add, compare, ...) are
  *   recomputed instead of costing a round trip through memory;
  * - dot reads its operands once per multiply-add, so an operand that is not
- *   a view of a buffer is materialised first;
+ *   a view of a buffer is materialised first, but for a convolution's
+ *   window view of a buffer (sched_window), which the dot template packs
+ *   straight from the input (implicit GEMM, no im2col buffer);
  * - graph outputs are materialised.
  *
  * Requires: a verified graph and its outputs. Produces: a Schedule, the
@@ -306,6 +308,128 @@ int sched_view(const Graph *g, const uint8_t *mat, uint32_t u, uint32_t *root, i
     }
 }
 
+/* ---- convolution windows: a dot operand read as implicit GEMM ---- */
+
+enum { MAX_WINDOWS = 256 }; /* kernel offsets (KH*KW) a window view may stack */
+
+typedef struct {
+    uint32_t xp;            /* the (padded) input the window slices; 0: not seen yet */
+    int64_t h0, w0, sh, sw; /* its start and step in H and W */
+} Leaf;
+
+static int unfused_view(const Graph *g, const uint8_t *mat, uint32_t v, Op op, int ndim)
+{
+    return !mat[v] && g->nodes[v].op == op && g->nodes[v].ndim == ndim;
+}
+
+/* A pad of 0 on dim 2 only, before (pd->p.i[4]) and after, of a 5-d node of
+ * v's shape: one half of stack_windows' cat. */
+static int stack_pad(const Graph *g, const uint8_t *mat, uint32_t u, const Node *v)
+{
+    const Node *pd = &g->nodes[u];
+    if (!unfused_view(g, mat, u, OP_PAD, 5) || pd->p.f != 0.0 || memcmp(pd->shape, v->shape, 5 * sizeof(Dim)))
+        return 0;
+    for (int d = 0; d < 5; d++)
+        if (pd->p.i[2 * d] < 0 || pd->p.i[2 * d + 1] < 0 || (d != 2 && (pd->p.i[2 * d] || pd->p.i[2 * d + 1]))) return 0;
+    return 1;
+}
+
+/* The windows of decomp_conv.c's stack_windows, (N, C, KK, OH, OW): one
+ * window, a reshape of (N, C, OH, OW) slices of xp to (N, C, 1, OH, OW), at
+ * position base, or add(pad(l), pad(r)) of windows padded apart on dim 2.
+ * Fills leaf[base..]; 0 if v is not such a tree or two windows overlap. */
+static int window_leaves(const Graph *g, const uint8_t *mat, uint32_t v, int64_t base, Leaf *leaf, int64_t kk)
+{
+    const Node *n = &g->nodes[v];
+    if (!mat[v] && n->op == OP_ADD && n->ndim == 5) {
+        for (int s = 0; s < 2; s++)
+            if (!stack_pad(g, mat, n->src[s], n) ||
+                !window_leaves(g, mat, g->nodes[n->src[s]].src[0], base + g->nodes[n->src[s]].p.i[4], leaf, kk))
+                return 0;
+        return 1;
+    }
+    if (!unfused_view(g, mat, v, OP_RESHAPE, 5) || n->shape[2] != 1 || base < 0 || base >= kk || leaf[base].xp)
+        return 0;
+    Leaf l = {n->src[0], 0, 0, 1, 1};
+    const Node *m = &g->nodes[l.xp];
+    if (m->ndim != 4 || m->shape[0] != n->shape[0] || m->shape[1] != n->shape[1]) return 0;
+    for (int d = 3; d >= 2; d--) /* window(): a slice of H, then of W; either may be the identity */
+        if (unfused_view(g, mat, l.xp, OP_SLICE, 4) && g->nodes[l.xp].p.i[0] == d) {
+            const Node *sl = &g->nodes[l.xp];
+            if (sl->p.i[3] < 1) return 0;
+            *(d == 2 ? &l.h0 : &l.w0) = sl->p.i[1];
+            *(d == 2 ? &l.sh : &l.sw) = sl->p.i[3];
+            l.xp = sl->src[0];
+        }
+    leaf[base] = l;
+    return 1;
+}
+
+/* KH x KW windows at (h0 + ky*dh, w0 + kx*dw), k = ky*KW + kx, with one
+ * step: the geometry into w; 0 if the leaves are not such a grid. */
+static int window_grid(const Leaf *leaf, int64_t kk, GemmWindow *w)
+{
+    int64_t kw = 1;
+    while (kw < kk && leaf[kw].h0 == leaf[0].h0) kw++;
+    if (kk % kw) return 0;
+    w->kh = kk / kw, w->kw = kw;
+    w->dh = w->kh > 1 ? leaf[kw].h0 - leaf[0].h0 : 1;
+    w->dw = kw > 1 ? leaf[1].w0 - leaf[0].w0 : 1;
+    w->sh = leaf[0].sh, w->sw = leaf[0].sw;
+    if (w->dh < 1 || w->dw < 1) return 0;
+    for (int64_t k = 0; k < kk; k++)
+        if (leaf[k].xp != leaf[0].xp || leaf[k].sh != w->sh || leaf[k].sw != w->sw ||
+            leaf[k].h0 != leaf[0].h0 + k / kw * w->dh || leaf[k].w0 != leaf[0].w0 + k % kw * w->dw)
+            return 0;
+    return 1;
+}
+
+int sched_window(const Graph *g, const uint8_t *mat, uint32_t u, uint32_t *x, GemmWindow *w)
+{
+    static const int to_gck[6] = {1, 2, 3, 0, 4, 5};
+    memset(w, 0, sizeof *w);
+    if (unfused_view(g, mat, u, OP_PERMUTE, 3) && !memcmp(g->nodes[u].p.i, (int64_t[]){0, 2, 1}, 3 * sizeof(int64_t)))
+        w->t = 1, u = g->nodes[u].src[0];
+    /* (G, C*KK, N*OH*OW) = reshape(permute(reshape(S, (N, G, C, KK, OH, OW)), (G, C, KK, N, OH, OW))) */
+    if (!unfused_view(g, mat, u, OP_RESHAPE, 3)) return 0;
+    uint32_t p = g->nodes[u].src[0];
+    if (!unfused_view(g, mat, p, OP_PERMUTE, 6)) return 0;
+    for (int d = 0; d < 6; d++)
+        if (g->nodes[p].p.i[d] != to_gck[d]) return 0;
+    uint32_t r = g->nodes[p].src[0], st = g->nodes[r].src[0];
+    if (!unfused_view(g, mat, r, OP_RESHAPE, 6) || g->nodes[st].ndim != 5) return 0;
+    const Dim *rs = g->nodes[r].shape, *ss = g->nodes[st].shape;
+    const Dim *us = g->nodes[u].shape;
+    if (rs[0] != ss[0] || rs[1] * rs[2] != ss[1] || rs[3] != ss[2] || rs[4] != ss[3] || rs[5] != ss[4] ||
+        us[0] != rs[1] || us[1] != rs[2] * rs[3] || us[2] != rs[0] * rs[4] * rs[5])
+        return 0;
+    int64_t kk = ss[2];
+    Leaf leaf[MAX_WINDOWS];
+    if (kk < 1 || kk > MAX_WINDOWS) return 0;
+    memset(leaf, 0, (size_t)kk * sizeof *leaf);
+    if (!window_leaves(g, mat, st, 0, leaf, kk)) return 0;
+    for (int64_t k = 0; k < kk; k++)
+        if (!leaf[k].xp) return 0;
+    if (!window_grid(leaf, kk, w)) return 0;
+    /* the input, and the zero padding before its windows */
+    uint32_t xp = leaf[0].xp;
+    int64_t ph = 0, pw = 0;
+    if (unfused_view(g, mat, xp, OP_PAD, 4) && g->nodes[xp].p.f == 0.0) {
+        const int64_t *pi = g->nodes[xp].p.i;
+        int ok = !pi[0] && !pi[1] && !pi[2] && !pi[3];
+        for (int i = 4; i < 8; i++) ok &= pi[i] >= 0;
+        if (ok) ph = pi[4], pw = pi[6], xp = g->nodes[xp].src[0];
+    }
+    const Node *xn = &g->nodes[xp];
+    if (xn->ndim != 4 || xn->shape[0] != ss[0] || xn->shape[1] != ss[1]) return 0;
+    *x = xp;
+    w->on = 1;
+    w->n = xn->shape[0], w->c = rs[2], w->h = xn->shape[2], w->w = xn->shape[3];
+    w->oh = ss[3], w->ow = ss[4];
+    w->ph = ph - leaf[0].h0, w->pw = pw - leaf[0].w0;
+    return 1;
+}
+
 int sched_batch_stride(int nb, const Dim *shape, const int64_t *stride, int64_t *out)
 {
     int64_t s = 0;
@@ -364,7 +488,14 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
     for (uint32_t v = 1; v < g->n; v++)
         if (g->nodes[v].op == OP_DOT)
             for (int s = 0; s < 2; s++) {
-                uint32_t u = g->nodes[v].src[s], r = u;
+                uint32_t u = g->nodes[v].src[s], r = u, x;
+                GemmWindow win;
+                if (s == 1 && sched_window(g, mat, u, &x, &win)) { /* implicit GEMM: x must be a view of a buffer */
+                    uint32_t root;
+                    int64_t st[KN_MAX_DIMS], off;
+                    if (!mat[x] && !sched_view(g, mat, x, &root, st, &off)) mat[x] = 1;
+                    continue;
+                }
                 while (!mat[r] && is_view((Op)g->nodes[r].op) && g->nodes[r].op != OP_PAD) r = g->nodes[r].src[0];
                 if (!mat[r]) mat[r == u || !fused[r] ? u : r] = 1; /* a view of a reduction: the reduction */
                 /* a view the template cannot read (batch dims that do not collapse to one stride, as
@@ -429,6 +560,16 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
             int ops = fused_ops(g, mat, fused, memo, v);
             if ((reads[v] >= SCHED_MANY_READS && ops >= 4) || (reads[v] >= 2 && ops >= SCHED_LONG)) mat[v] = changed = 1;
         }
+    }
+    /* a window operand whose chain a rule above materialised after all: a
+     * buffer of its own, as any operand that is not a view */
+    for (uint32_t v = 1; v < g->n; v++) {
+        uint32_t u = g->nodes[v].src[1], root, x;
+        int64_t st[KN_MAX_DIMS], off;
+        GemmWindow win;
+        if (g->nodes[v].op == OP_DOT && !mat[u] && !sched_view(g, mat, u, &root, st, &off) &&
+            !sched_window(g, mat, u, &x, &win))
+            mat[u] = 1;
     }
     /* a view that is an output is materialised through its own kernel;
      * everything materialised but the inputs is a kernel */

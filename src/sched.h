@@ -8,6 +8,7 @@
 #define KN_SCHED_H
 
 #include "core.h"
+#include "target.h" /* GemmWindow */
 
 #define SCHED_MAX_ROW 16 /* reductions fused into one kernel, at most */
 #define SCHED_MANY_READS 4 /* a pointwise value of 4 ops or more read at this many places (through views) is materialised */
@@ -31,6 +32,11 @@ size_t sched_dump(const Graph *g, const Schedule *s, char *buf, size_t cap);
  * u's element strides and offset over it, following permute, expand, slice
  * and reshape: 1, or 0 if u is not such a view. */
 int sched_view(const Graph *g, const uint8_t *mat, uint32_t u, uint32_t *root, int64_t *stride, int64_t *off);
+/* Whether dot operand u (B, (G, C*KH*KW, N*OH*OW), or its transpose) is
+ * decomp_conv.c's stack of convolution windows over an input x (N, G*C, H,
+ * W), zero-padded or not: 1 with x and the window's geometry in w (x's
+ * strides left 0), else 0. */
+int sched_window(const Graph *g, const uint8_t *mat, uint32_t u, uint32_t *x, GemmWindow *w);
 /* The one stride of the batch dims [0, nb) (a dot's), or 0 if they do not collapse. */
 int sched_batch_stride(int nb, const Dim *shape, const int64_t *stride, int64_t *out);
 

@@ -364,8 +364,40 @@ static void test_shared_kernels(kn_ctx *ctx)
     }
 }
 
+/* A convolution is implicit GEMM: the dot template packs its windows
+ * straight from the input, so the planned arena holds no im2col buffer
+ * (N, C*KH*KW, OH*OW), and the result equals eager's. */
+static void test_conv_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w)
+{
+    kn_conv_opts co = {{1, 1}, {1, 1}, {1, 1}, {0, 0}, 1};
+    size_t cols = (size_t)(2 * 3 * 3 * 3 * 9 * 11) * sizeof(float); /* x (2, 3, 9, 11), w (4, 3, 3, 3) */
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *want = kn_conv2d(ctx, x, w, NULL, &co);
+        ctx->trace = graph_new(ctx);
+        kn_tensor *y = kn_conv2d(ctx, x, w, NULL, &co);
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT};
+        Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+        kn_tensor *got = NULL;
+        int same = 0;
+        double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
+                                                                                      : INFINITY;
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
+        if (p) program_stats(p, &st);
+        CHECK_MSG(same && d < 2e-5, "conv window on %s: %s, max rel diff %g", st.backend, kn_last_error(ctx), d);
+        if (strcmp(st.backend, "interp") != 0)
+            CHECK_MSG(st.arena_bytes < cols, "conv on %s: arena %zu bytes holds an im2col buffer (%zu bytes)", st.backend,
+                      st.arena_bytes, cols);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
 /* The program cache (backend c): in a fresh $KILN_CACHE_DIR a program (a dot
- * with its epilogue, loop kernels, a gather on the interpreter) is compiled,
+ * with its epilogue, loop kernels, a gather with its index check) is compiled,
  * then taken from its entry, equal to eager both times; an entry that is
  * corrupt (a flipped byte), truncated, of another key, or whole by its
  * checksum but with a field out of range is never trusted: the program is
@@ -502,6 +534,7 @@ int main(void)
     test_shared_dots(ctx);
     test_shared_kernels(ctx);
     test_program_cache(ctx, in);
+    test_conv_window(ctx, in[4], in[5]);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         run_case(ctx, (int)c, BACKEND_TCC, in, MAXIN);
         run_case(ctx, (int)c, BACKEND_C, in, MAXIN);

@@ -845,6 +845,30 @@ static kn_tensor *s_conv_grouped(Joint *j, int64_t n)
     return kn_conv2d(j->ctx, x, w, NULL, &o);
 }
 
+/* conv2d read as implicit GEMM at odd geometry: batch 1, kernel (3, 2),
+ * stride (2, 1), padding (0, 2), dilation (1, 2), on an input sliced every
+ * other column (a non-contiguous view), plus bias */
+static kn_tensor *s_conv_odd(Joint *j, int64_t n)
+{
+    kn_ctx *c = j->ctx;
+    kn_conv_opts o = {{2, 1}, {0, 2}, {1, 2}, {0, 0}, 1};
+    kn_tensor *x = kn_slice(c, leaf(j, 4, (int64_t[]){1, 3, n + 2, 2 * n + 1}), 3, 0, 2 * n + 1, 2); /* (1, 3, n + 2, n + 1) */
+    kn_tensor *w = leaf(j, 4, (int64_t[]){5, 3, 3, 2}), *b = leaf(j, 1, (int64_t[]){5});
+    return kn_conv2d(c, x, w, b, &o);
+}
+
+/* 1x1 convolutions, a ResNet shortcut's (stride 2) and a grouped one (3
+ * groups, stride 1: the window is the input itself), summed */
+static kn_tensor *s_conv_1x1(Joint *j, int64_t n)
+{
+    kn_ctx *c = j->ctx;
+    kn_conv_opts s2 = {{2, 2}, {0, 0}, {1, 1}, {0, 0}, 1}, g3 = {{1, 1}, {0, 0}, {1, 1}, {0, 0}, 3};
+    kn_tensor *x = leaf(j, 4, (int64_t[]){2, 6, n, n});
+    kn_tensor *a = kn_conv2d(c, x, leaf(j, 4, (int64_t[]){3, 6, 1, 1}), NULL, &s2);
+    kn_tensor *b = kn_conv2d(c, x, leaf(j, 4, (int64_t[]){3, 2, 1, 1}), NULL, &g3);
+    return kn_add(c, kn_sum(c, a, NULL, 0, 0), kn_sum(c, b, NULL, 0, 0));
+}
+
 /* max_pool2d and avg_pool2d (kernel 3, stride 2, padding 1) of a (1, 2, n, n + 2) leaf */
 static kn_tensor *s_pool(Joint *j, int64_t n)
 {
@@ -871,7 +895,8 @@ static const struct {
     {"reduce_cols", s_reduce_cols, 0, 0}, {"norm", s_norm, 0, 0},     {"scan_ints", s_scan_ints, 0, 0},
     {"index", s_index, 0, 0},
     {"matmul", s_matmul, 1, 0},       {"linear", s_linear, 1, 1},     {"batched", s_batched, 1, 0},
-    {"conv", s_conv, 1, 0},           {"conv_grouped", s_conv_grouped, 1, 0}, {"pool", s_pool, 1, 0},
+    {"conv", s_conv, 1, 0},           {"conv_grouped", s_conv_grouped, 1, 0}, {"conv_odd", s_conv_odd, 1, 0},
+    {"conv_1x1", s_conv_1x1, 1, 0},   {"pool", s_pool, 1, 0},
 };
 
 /* Family f at the sizes ns[0..nn), traced into one graph, on backend be against the interpreter. */

@@ -2,7 +2,9 @@
  * test_gemm.c — targets/c/gemm.c: the GEMM template against a naive
  * double-precision loop. Odd shapes (1x1x1, 7x13x5, 65x33x129, 67x517x41,
  * 128^3, batches of 2 and 3, a broadcast B), operands row-major, transposed and with padded
- * leading dimensions (strides), with and without the epilogue (bias, relu,
+ * leading dimensions (strides), B as a convolution's window view (implicit
+ * GEMM: stride, padding, dilation, groups, 1x1, the transposed view of the
+ * weight gradient), with and without the epilogue (bias, relu,
  * gelu_tanh); the scalar and runtime (kn_rt_gemm) dialects through TinyCC, the SIMD dialect through cc,
  * every ISA copy this CPU can run (NAME_isa). Accuracy: max |err| <=
  * 1e-4 * sqrt(K) * max |ref| (f32 accumulation); guard values around C
@@ -69,6 +71,38 @@ static void set(void *p, int dt, int64_t i, double v)
 }
 
 static int g_kc, g_mc; /* cache blocks of the cases made (0: the template's defaults) */
+static GemmWindow g_win; /* B of the cases made as a convolution's window view (on), or strided */
+
+/* Where B[t][k][i] of a window case is in B, or -1 for a zero of the padding: the GemmWindow
+ * contract of src/target.h, written out */
+static int64_t win_index(const GemmSpec *s, int64_t t, int64_t k, int64_t i)
+{
+    const GemmWindow *w = &s->win;
+    int64_t r = w->t ? i : k, j = w->t ? k : i;
+    int64_t c = r / (w->kh * w->kw), ky = r / w->kw % w->kh, kx = r % w->kw;
+    int64_t n = j / (w->oh * w->ow), oy = j / w->ow % w->oh, ox = j % w->ow;
+    int64_t y = oy * w->sh + ky * w->dh - w->ph, x = ox * w->sw + kx * w->dw - w->pw;
+    if (y < 0 || y >= w->h || x < 0 || x >= w->w) return -1;
+    return t * s->sb_b + n * w->sx_n + c * w->sx_c + y * w->sx_h + x * w->sx_w;
+}
+
+/* g_win for x (n, groups * c, h, w) stored with padded strides (every other column, padded rows and
+ * images), kernel kh x kw, stride, padding (before) and dilation; M rows of A; t: the transposed
+ * view. Sets *batch, *N, *K of the product. */
+static void win_geometry(int t, int64_t n, int64_t groups, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                         int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t *batch,
+                         int64_t *N, int64_t *K)
+{
+    GemmWindow *g = &g_win;
+    memset(g, 0, sizeof *g);
+    g->on = 1, g->t = t, g->n = n, g->c = c, g->h = h, g->w = w, g->kh = kh, g->kw = kw;
+    g->sh = sh, g->sw = sw, g->ph = ph, g->pw = pw, g->dh = dh, g->dw = dw;
+    g->oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1, g->ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+    g->sx_w = 2, g->sx_h = 2 * w + 1, g->sx_c = h * g->sx_h, g->sx_n = groups * c * g->sx_c + 3;
+    *batch = groups;
+    *K = t ? n * g->oh * g->ow : c * kh * kw;
+    *N = t ? c * kh * kw : n * g->oh * g->ow;
+}
 
 static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la, int lb, int bias,
                       int act)
@@ -83,7 +117,13 @@ static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int6
     s->bias = bias, s->act = act;
     s->kc = g_kc, s->mc = g_mc;
     c->na = layout(la, batch, M, K, &s->sa_b, &s->sa_m, &s->sa_k);
-    c->nb = layout(lb, batch, K, N, &s->sb_b, &s->sb_k, &s->sb_n);
+    if (g_win.on) {
+        s->win = g_win;
+        s->sb_b = g_win.c * g_win.sx_c;
+        c->nb = (batch - 1) * s->sb_b + (g_win.n - 1) * g_win.sx_n + (g_win.c - 1) * g_win.sx_c +
+                (g_win.h - 1) * g_win.sx_h + (g_win.w - 1) * g_win.sx_w + 1;
+    } else
+        c->nb = layout(lb, batch, K, N, &s->sb_b, &s->sb_k, &s->sb_n);
     c->nc = batch * M * N;
     c->A = malloc((size_t)c->na * es);
     c->B = malloc((size_t)c->nb * es);
@@ -97,9 +137,10 @@ static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int6
         for (m = 0; m < M; m++)
             for (n = 0; n < N; n++) {
                 double acc = 0;
-                for (k = 0; k < K; k++)
-                    acc += get(c->A, dt, t * s->sa_b + m * s->sa_m + k * s->sa_k) *
-                           get(c->B, dt, t * s->sb_b + k * s->sb_k + n * s->sb_n);
+                for (k = 0; k < K; k++) {
+                    int64_t at = g_win.on ? win_index(s, t, k, n) : t * s->sb_b + k * s->sb_k + n * s->sb_n;
+                    acc += get(c->A, dt, t * s->sa_b + m * s->sa_m + k * s->sa_k) * (at < 0 ? 0 : get(c->B, dt, at));
+                }
                 if (bias) acc += get(c->bias, dt, n);
                 c->ref[(t * M + m) * N + n] = act_ref(act, acc);
             }
@@ -400,7 +441,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
 
 static void test_render_api(void)
 {
-    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0};
+    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}};
     char small[16];
     size_t n = gemm_render(&s, GEMM_SIMD, NULL, 0);
     CHECK(n > 100);
@@ -429,6 +470,7 @@ int main(void)
     };
     int tcc = port_jit_available(PORT_TCC), cc = port_jit_available(PORT_CC);
     size_t i, j;
+    int64_t i64b, i64n, i64k;
 
     test_render_api();
     if (!tcc) printf("SKIP gemm scalar dialect: no TinyCC JIT in this build\n");
@@ -456,6 +498,26 @@ int main(void)
         g_kc = 100, g_mc = 7;
         run_case(tcc, cc, GEMM_F32, 1, 128, 128, 128, 2, 0, 0, GEMM_ACT_NONE, 0);
         g_kc = g_mc = 0;
+        /* B as a convolution's window (implicit GEMM): the forward's (C*KH*KW, N*OH*OW) and the weight
+         * gradient's transpose, odd sizes, stride, padding, dilation, groups, a strided input, threads */
+        static const int64_t wins[][15] = {
+            /* t, n, groups, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, M */
+            {0, 2, 2, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 5},   {0, 1, 1, 5, 11, 10, 3, 2, 2, 1, 0, 2, 1, 2, 17},
+            {1, 2, 2, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 4},   {1, 4, 1, 8, 17, 17, 3, 3, 2, 2, 1, 1, 1, 1, 9},
+            {0, 2, 1, 16, 33, 33, 3, 3, 1, 1, 1, 1, 1, 1, 64}, {1, 1, 3, 2, 5, 6, 1, 1, 1, 1, 0, 0, 1, 1, 3},
+            {0, 3, 1, 4, 9, 9, 1, 1, 2, 2, 0, 0, 1, 1, 7},
+        };
+        for (i = 0; i < sizeof wins / sizeof wins[0]; i++) {
+            const int64_t *v = wins[i];
+            int64_t batch, N, K;
+            win_geometry((int)v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
+                         &batch, &N, &K);
+            run_case(tcc, cc, GEMM_F32, batch, v[14], N, K, (int)(i % 2), 0, (int)(i % 2), GEMM_ACT_NONE, 0);
+            if (cc && i == 1) host_case(GEMM_F32, batch, v[14], N, K, 0, 0, 1, GEMM_ACT_RELU, 1);
+        }
+        win_geometry(1, 2, 1, 3, 6, 5, 2, 2, 1, 2, 1, 0, 2, 1, &i64b, &i64n, &i64k);
+        run_case(tcc, cc, GEMM_F64, i64b, 6, i64n, i64k, 0, 0, 0, GEMM_ACT_NONE, 0);
+        memset(&g_win, 0, sizeof g_win);
         if (cc) printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split\n",
                        isa_runs[0], isa_runs[1], isa_runs[2], par_runs);
     }

@@ -82,6 +82,61 @@ static void put_epi(Out *o, const GemmSpec *s)
     if (s->epilogue) put(o, "    %s_epi = b[6] ? (%s_epi_t)b[6] : %s;\n", s->name, s->name, s->epilogue);
 }
 
+/* ---- B as a convolution's window view (GemmWindow, src/target.h) ----
+ * im2col on the fly: the packing reads the input x through the window's
+ * index arithmetic, so no im2col buffer exists. */
+
+/* NAME_bw(X, k, i): B[k][i] of the window over X (this batch's x) */
+static void put_win_elem(Out *o, const GemmSpec *s, const char *at)
+{
+    const GemmWindow *w = &s->win;
+    put(o, "%sstatic inline T %s_bw(const T *X, ptrdiff_t k, ptrdiff_t i)\n{\n", at, s->name);
+    put(o, "    const ptrdiff_t r = %s, j = %s; /* r: (c, ky, kx), j: (n, oy, ox) */\n", w->t ? "i" : "k",
+        w->t ? "k" : "i");
+    put(o, "    const ptrdiff_t y = j / %lld %% %lld * %lld + r / %lld %% %lld * %lld - %lld;\n", (ll)w->ow, (ll)w->oh,
+        (ll)w->sh, (ll)w->kw, (ll)w->kh, (ll)w->dh, (ll)w->ph);
+    put(o, "    const ptrdiff_t x = j %% %lld * %lld + r %% %lld * %lld - %lld;\n", (ll)w->ow, (ll)w->sw, (ll)w->kw,
+        (ll)w->dw, (ll)w->pw);
+    put(o, "    if (y < 0 || y >= %lld || x < 0 || x >= %lld) return 0;\n", (ll)w->h, (ll)w->w);
+    put(o, "    return X[j / %lld * %lld + r / %lld * %lld + y * %lld + x * %lld];\n}\n", (ll)(w->oh * w->ow),
+        (ll)w->sx_n, (ll)(w->kh * w->kw), (ll)w->sx_c, (ll)w->sx_h, (ll)w->sx_w);
+}
+
+/* NAME_ISA_wseg(X, d, ds, cnt, j, r): d[e*ds] = window(r, j + e) for e < cnt,
+ * a run of columns cut at each output row: the zeros of the padding are
+ * stored as zeros and the rest is a strided copy (a contiguous one at
+ * stride 1), with no test per element. */
+static void put_win_seg(Out *o, const GemmSpec *s, const char *n, const char *id, const char *at)
+{
+    const GemmWindow *w = &s->win;
+    put(o, "%sstatic inline void %s_%s_wseg(const T *X, T *d, ptrdiff_t ds, ptrdiff_t cnt, ptrdiff_t j, ptrdiff_t r)\n{\n",
+        at, n, id);
+    put(o, "    const ptrdiff_t hb = r / %lld %% %lld * %lld - %lld, wb = r %% %lld * %lld - %lld;\n", (ll)w->kw,
+        (ll)w->kh, (ll)w->dh, (ll)w->ph, (ll)w->kw, (ll)w->dw, (ll)w->pw);
+    put(o, "    ptrdiff_t nn = j / %lld, oy = j / %lld %% %lld, ox = j %% %lld, e;\n", (ll)(w->oh * w->ow), (ll)w->ow,
+        (ll)w->oh, (ll)w->ow);
+    /* ox*sw + wb in [0, w) for ox in [xlo, xhi): the valid columns of every row */
+    put(o, "    ptrdiff_t xlo = wb >= 0 ? 0 : (-wb + %lld) / %lld, xhi = %lld - wb <= 0 ? 0 : (%lld - wb + %lld) / %lld;\n",
+        (ll)(w->sw - 1), (ll)w->sw, (ll)w->w, (ll)(w->w - 1), (ll)w->sw, (ll)w->sw);
+    put(o, "    X += r / %lld * %lld;\n", (ll)(w->kh * w->kw), (ll)w->sx_c);
+    put(o, "    if (xhi > %lld) xhi = %lld;\n    if (xlo > xhi) xlo = xhi;\n", (ll)w->ow, (ll)w->ow);
+    put(o, "    while (cnt > 0) {\n");
+    put(o, "        const ptrdiff_t seg = cnt < %lld - ox ? cnt : %lld - ox, y = oy * %lld + hb;\n", (ll)w->ow,
+        (ll)w->ow, (ll)w->sh);
+    put(o, "        if (y < 0 || y >= %lld)\n            for (e = 0; e < seg; e++) d[e * ds] = 0;\n", (ll)w->h);
+    put(o, "        else {\n");
+    put(o, "            const T *src = X + nn * %lld + y * %lld;\n", (ll)w->sx_n, (ll)w->sx_h);
+    put(o, "            ptrdiff_t lo = xlo - ox, hi = xhi - ox;\n");
+    put(o, "            lo = lo < 0 ? 0 : lo > seg ? seg : lo;\n            hi = hi < lo ? lo : hi > seg ? seg : hi;\n");
+    put(o, "            for (e = 0; e < lo; e++) d[e * ds] = 0;\n");
+    put(o, "            for (e = lo; e < hi; e++) d[e * ds] = src[((ox + e) * %lld + wb) * %lld];\n", (ll)w->sw,
+        (ll)w->sx_w);
+    put(o, "            for (e = hi; e < seg; e++) d[e * ds] = 0;\n        }\n");
+    put(o, "        d += seg * ds, cnt -= seg, ox += seg;\n");
+    put(o, "        if (ox == %lld) {\n            ox = 0;\n            if (++oy == %lld) oy = 0, nn++;\n        }\n    }\n}\n",
+        (ll)w->ow, (ll)w->oh);
+}
+
 /* ---- scalar dialect ---- */
 
 enum { SMR = 4, SNR = 8 };
@@ -89,6 +144,7 @@ enum { SMR = 4, SNR = 8 };
 static void render_scalar(Out *o, const GemmSpec *s)
 {
     put_head(o, s, "scalar");
+    if (s->win.on) put_win_elem(o, s, "");
     put(o, "void %s(void **b)\n{\n", s->name);
     put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1];\n    const T *B = (const T *)b[2];\n");
     if (s->epilogue) put(o, "    void **eb = (void **)b[5];\n");
@@ -107,10 +163,15 @@ static void render_scalar(Out *o, const GemmSpec *s)
            "                    for (jj = 0; jj < %d; jj++) acc[ii][jj] = 0;\n", SMR, SNR);
     put(o, "                for (k = 0; k < %lld; k++) {\n", (ll)s->K);
     put(o, "                    const T *brow = bb + k * %lld + j * %lld;\n", (ll)s->sb_k, (ll)s->sb_n);
+    if (s->win.on) put(o, "                    (void)brow;\n");
     put(o, "                    for (ii = 0; ii < mi; ii++) {\n");
     put(o, "                        const T av = a[(i + ii) * %lld + k * %lld];\n", (ll)s->sa_m, (ll)s->sa_k);
-    put(o, "                        for (jj = 0; jj < nj; jj++) acc[ii][jj] += av * brow[jj * %lld];\n",
-        (ll)s->sb_n);
+    if (s->win.on)
+        put(o, "                        for (jj = 0; jj < nj; jj++) acc[ii][jj] += av * %s_bw(bb, k, j + jj);\n",
+            s->name);
+    else
+        put(o, "                        for (jj = 0; jj < nj; jj++) acc[ii][jj] += av * brow[jj * %lld];\n",
+            (ll)s->sb_n);
     put(o, "                    }\n                }\n");
     put(o, "                for (ii = 0; ii < mi; ii++)\n                    for (jj = 0; jj < nj; jj++) {\n");
     put(o, "                        T x = acc[ii][jj];\n");
@@ -141,20 +202,27 @@ static void render_runtime(Out *o, const GemmSpec *s)
            "typedef struct KnRtGemm {\n    void *C;\n    const void *A, *B, *bias;\n    int64_t batch, M, N, K;\n"
            "    int64_t sa_b, sa_m, sa_k;\n    int64_t sb_b, sb_k, sb_n;\n    int dtype, act;\n"
            "    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);\n    int threads;\n"
-           "    void *work;\n    size_t work_bytes;\n} KnRtGemm;\n"
+           "    void *work;\n    size_t work_bytes;\n    const int64_t *win;\n} KnRtGemm;\n"
            "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } KnRtPar; "
            "/* KnParallel */\n"
            "typedef void (*KnRtEpi)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n"
            "void kn_rt_gemm(const KnRtGemm *g);\n#endif\n");
     if (s->epilogue) put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
     put(o, "void %s(void **b)\n{\n    KnRtGemm g;\n    const KnRtPar *par = (const KnRtPar *)b[4];\n", n);
+    if (s->win.on) {
+        const GemmWindow *w = &s->win;
+        put(o, "    static const int64_t win[19] = {%d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
+               "%lld, %lld, %lld, %lld, %lld, %lld, %lld};\n",
+            w->t, (ll)w->n, (ll)w->c, (ll)w->h, (ll)w->w, (ll)w->kh, (ll)w->kw, (ll)w->oh, (ll)w->ow, (ll)w->sh,
+            (ll)w->sw, (ll)w->dh, (ll)w->dw, (ll)w->ph, (ll)w->pw, (ll)w->sx_n, (ll)w->sx_c, (ll)w->sx_h, (ll)w->sx_w);
+    }
     put(o, "    g.C = b[0], g.A = b[1], g.B = b[2], g.bias = %s;\n", s->bias ? "b[3]" : "0");
     put(o, "    g.batch = %lld, g.M = %lld, g.N = %lld, g.K = %lld;\n", (ll)s->batch, (ll)s->M, (ll)s->N, (ll)s->K);
     put(o, "    g.sa_b = %lld, g.sa_m = %lld, g.sa_k = %lld;\n", (ll)s->sa_b, (ll)s->sa_m, (ll)s->sa_k);
     put(o, "    g.sb_b = %lld, g.sb_k = %lld, g.sb_n = %lld;\n", (ll)s->sb_b, (ll)s->sb_k, (ll)s->sb_n);
     put(o, "    g.dtype = %d, g.act = %d;\n", s->dtype, s->act);
     put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
-    put(o, "    g.work = 0, g.work_bytes = 0;\n    kn_rt_gemm(&g);\n");
+    put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s;\n    kn_rt_gemm(&g);\n", s->win.on ? "win" : "0");
     if (s->epilogue)
         put(o, "    {\n        KnRtEpi epi = b[6] ? (KnRtEpi)b[6] : %s;\n        int64_t t;\n"
                "        for (t = 0; t < %lld; t++) epi((void **)b[5], t, 0, %lld, 0, %lld);\n    }\n",
@@ -281,11 +349,21 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
         mr, mr);
 
     /* pack B k [pc, pc+kc), columns [jc, jc+nc) into nr-column panels: bp[q*kc + k*nr + j] */
+    if (s->win.on) put_win_seg(o, s, n, id, at);
     put(o, "%sstatic void %s_%s_pack_b(const T *B, ptrdiff_t pc, ptrdiff_t kc, ptrdiff_t jc, ptrdiff_t nc, T *bp)\n{\n",
         at, n, id);
     put(o, "    ptrdiff_t q, j, k;\n    for (q = 0; q < nc; q += %d) {\n", nr);
     put(o, "        T *d = bp + q * kc;\n        ptrdiff_t w = nc - q < %d ? nc - q : %d;\n", nr, nr);
-    if (abs_ll(s->sb_n) <= abs_ll(s->sb_k)) {
+    if (s->win.on && !s->win.t) { /* row k: the window of kernel offset pc + k, along its columns */
+        put(o, "        for (k = 0; k < kc; k++) {\n"
+               "            %s_%s_wseg(B, d + k * %d, 1, w, jc + q, pc + k);\n"
+               "            for (j = w; j < %d; j++) d[k * %d + j] = 0;\n        }\n",
+            n, id, nr, nr, nr);
+    } else if (s->win.on) { /* column j: the window of kernel offset jc + q + j, down its rows */
+        put(o, "        for (j = 0; j < w; j++) %s_%s_wseg(B, d + j, %d, kc, pc, jc + q + j);\n"
+               "        for (j = w; j < %d; j++)\n            for (k = 0; k < kc; k++) d[k * %d + j] = 0;\n",
+            n, id, nr, nr, nr);
+    } else if (abs_ll(s->sb_n) <= abs_ll(s->sb_k)) {
         put(o, "        for (k = 0; k < kc; k++) {\n"
                "            const T *src = B + (pc + k) * %lld + (jc + q) * %lld;\n"
                "            if (w == %d)\n                for (j = 0; j < %d; j++) d[k * %d + j] = src[j * %lld];\n"
@@ -496,6 +574,14 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
     if (s->dtype != GEMM_F32 && s->dtype != GEMM_F64) return 0;
     if (s->act < GEMM_ACT_NONE || s->act > GEMM_ACT_GELU_TANH) return 0;
     if (dialect < GEMM_SCALAR || dialect > GEMM_RUNTIME) return 0;
+    if (s->win.on) { /* a window: positive sizes that match the product's K and N */
+        const GemmWindow *w = &s->win;
+        int64_t rows = w->c * w->kh * w->kw, cols = w->n * w->oh * w->ow;
+        if (w->n < 1 || w->c < 1 || w->h < 1 || w->w < 1 || w->kh < 1 || w->kw < 1 || w->oh < 1 || w->ow < 1 ||
+            w->sh < 1 || w->sw < 1 || w->dh < 1 || w->dw < 1 || s->K != (w->t ? cols : rows) ||
+            s->N != (w->t ? rows : cols))
+            return 0;
+    }
     o.buf = buf;
     o.cap = buf ? cap : 0;
     o.len = 0;

@@ -18,7 +18,10 @@
  * reads C back and rewrites it: a fused bias, activation, residual, ...).
  *
  * A and B are read through arbitrary element strides (a transposed operand
- * is only a swap of its strides; broadcasting a batch is stride 0); C is
+ * is only a swap of its strides; broadcasting a batch is stride 0), or B
+ * as a convolution's window view of its input (spec.win, src/target.h:
+ * implicit GEMM, the packing of B reads the input through the window's
+ * index arithmetic, so no im2col buffer exists); C is
  * contiguous, [batch][M][N]; bias is N contiguous elements. Elements are
  * float (GEMM_F32) or double (GEMM_F64). Accumulation is in the element type.
  *
