@@ -705,7 +705,8 @@ static int find_entries(kn_ctx *ctx, Program *p)
  *   entry  <cache dir>/<key>.prog: "KILNPG01", key, body size, FNV-1a 64 of
  *          the body (little-endian u64s), then the body: the graph's node
  *          count, the plan (arena size, each node's offset), the steps (node,
- *          kind, a kernel's name and buffers, a dot's spec and operands) and
+ *          kind, a kernel's name and buffers, a dot's spec, window and
+ *          operands) and
  *          the generated source, which the target's load turns back into
  *          the module through its own cache
  *
@@ -843,8 +844,12 @@ static void pc_gemm(PcOut *o, const GemmSpec *s)
 {
     int64_t v[16] = {s->dtype, s->batch, s->M, s->N, s->K, s->sa_b, s->sa_m, s->sa_k,
                      s->sb_b, s->sb_k, s->sb_n, s->bias, s->act, s->epilogue != NULL, s->kc, s->mc};
+    const GemmWindow *w = &s->win;
+    int64_t win[20] = {w->on, w->t, w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow,
+                       w->sh, w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
     pc_str(o, s->name);
     for (int i = 0; i < 16; i++) pc_u64(o, (uint64_t)v[i]);
+    for (int i = 0; i < 20; i++) pc_u64(o, (uint64_t)win[i]);
 }
 
 /* Writes p's entry (a cache: failing to is no error). */
@@ -909,6 +914,15 @@ static int pc_read_gemm(PcIn *in, Program *p, GemmSpec *s, const Kernel *epi)
     s->bias = (int)v[11], s->act = (int)v[12], s->kc = (int)v[14], s->mc = (int)v[15];
     if (v[13] && !epi) in->bad = 1;
     s->epilogue = v[13] && epi ? epi->name : NULL;
+    int64_t win[20]; /* a convolution's window: flags 0 or 1, extents and steps >= 1 */
+    for (int i = 0; i < 20; i++) win[i] = (int64_t)pc_get(in);
+    for (int i = 0; i < 14; i++)
+        if (i < 2 ? (win[i] != 0 && win[i] != 1) : win[0] && win[i] < 1) in->bad = 1;
+    GemmWindow *w = &s->win;
+    w->on = (int)win[0], w->t = (int)win[1], w->n = win[2], w->c = win[3], w->h = win[4], w->w = win[5];
+    w->kh = win[6], w->kw = win[7], w->oh = win[8], w->ow = win[9], w->sh = win[10], w->sw = win[11];
+    w->dh = win[12], w->dw = win[13], w->ph = win[14], w->pw = win[15];
+    w->sx_n = win[16], w->sx_c = win[17], w->sx_h = win[18], w->sx_w = win[19];
     return !in->bad && s->name;
 }
 

@@ -403,12 +403,15 @@ static void test_conv_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w)
  * checksum but with a field out of range is never trusted: the program is
  * compiled afresh, still equal, and the entry written again. */
 #if defined(__unix__) && !defined(__wasi__)
-/* A dot with epilogues, a softmax and an embedding: its gather is a kernel with an index check. */
+/* A dot with epilogues, a softmax, an embedding (its gather is a kernel with
+ * an index check) and a strided convolution (a dot reading its windows). */
 static kn_tensor *c_cached(kn_ctx *c, kn_tensor *const *in)
 {
     int one = 1;
+    kn_conv_opts co = {{2, 1}, {1, 0}, {1, 1}, {0, 0}, 1};
     kn_tensor *e = kn_sum(c, kn_embedding(c, in[1], in[7]), &one, 1, 1); /* (7, 1) */
-    return kn_add(c, kn_softmax(c, kn_gelu(c, kn_linear(c, in[0], in[1], in[3]), 1), 1), e);
+    kn_tensor *conv = kn_sum(c, kn_square(c, kn_conv2d(c, in[4], in[5], NULL, &co)), NULL, 0, 0); /* () */
+    return kn_add(c, kn_add(c, kn_softmax(c, kn_gelu(c, kn_linear(c, in[0], in[1], in[3]), 1), 1), e), conv);
 }
 
 static uint64_t fnv64(const unsigned char *p, size_t n)
