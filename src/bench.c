@@ -24,10 +24,10 @@
  *   softmax and layer_norm over rows of (4096, 1024), each against memcpy of
  *   the same bytes (read + write) cut into the same pieces on the same
  *   threads (memcpy-1t: on one, for reference), in GB/s; each run's output is
- *   a new tensor, freed before the next run, whose storage the program reuses
- *   (no page faults, as memcpy's destination, touched before timing, has
- *   none); compile time, cold (a fresh
- *   $KILN_CACHE_DIR) and warm (the second compile), of the joint
+ *   a new tensor, freed before the next run, whose storage the program
+ *   reuses as kn_compile's programs do (PROGRAM_POOL: no page faults, as
+ *   memcpy's destination, touched before timing, has none); compile time,
+ *   cold (a fresh $KILN_CACHE_DIR) and warm (the second compile), of the joint
  *   forward+backward graph of an MLP 784->512->10 at batch 128.
  *
  * OS calls (dlopen, a temporary cache directory) are POSIX-only, behind
@@ -688,6 +688,7 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
         }
         ProgramStats st;
         program_stats(p, &st);
+        program_set_reuse(p, PROGRAM_POOL); /* as kn_compile's default mode runs it */
         ProgRun pr = {ctx, p, g, 1, y, n};
         t0 = now_ms();
         int bad = run_prog(&pr);

@@ -1310,10 +1310,13 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     for (int i = 0; i < c.nknown; i++) tensor_unhold(ctx, c.known[i].hold);
     if (g) graph_free(g);
     e->compile_ms = now_ms() - t0;
-    /* reduce-overhead: the programs keep their outputs (a region's forward and backward do not: the
-     * tape holds its saved values and grads until a backward that may come after the next call) */
-    for (int j = 0; !s && !e->rg && f->o.mode == KN_MODE_REDUCE_OVERHEAD && j < e->nsegs; j++)
-        if (e->segs[j].prog) program_set_reuse(e->segs[j].prog, 1);
+    /* the programs keep their outputs' storage; under reduce-overhead they hand out their own handles,
+     * which a region's forward does not (the tape holds its saved values until a backward that may
+     * come after the next call; its backward's grads go to the tape: always new) */
+    for (int j = 0; !s && j < e->nsegs; j++)
+        if (e->segs[j].prog)
+            program_set_reuse(e->segs[j].prog,
+                              f->o.mode == KN_MODE_REDUCE_OVERHEAD && !e->rg ? PROGRAM_STATIC : PROGRAM_POOL);
     if (!s) { /* the rest runs as every later call does */
         int r = run_entry(f, e, in, out, nseg_done, vals, 1);
         if (r == RUN_MISMATCH) r = kn_errs(ctx, KN_EINVAL, "%s: the body's graph breaks are not deterministic", f->name);

@@ -14,9 +14,9 @@
  * the port's thread pool. KILN_LOGS=fusion shows each kernel and what it
  * fused, loopir each kernel's loop IR, output_code the generated source. Every intermediate value
  * lives at a planned offset in one arena allocated at compile time, reused
- * once its last reader has run; outputs live in storage the program keeps
- * and reuses as the mode allows ("running", below), so a run allocates
- * nothing under reduce-overhead and one handle per output otherwise.
+ * once its last reader has run; outputs are new each run or live in
+ * storage the program keeps and reuses as its reuse mode allows ("running",
+ * below): a run of kn_compile's reduce-overhead allocates nothing.
  *
  * Requires: a graph of concrete shapes and its outputs. Produces: a Program
  * that program_run runs on input tensors, equal to the interpreter's result.
@@ -72,7 +72,7 @@ struct Program {
     const char *src;    /* the generated source (in the arena), NULL if none */
     int from_cache;     /* made from a program cache entry */
     /* run time: made at the first run (run_init), reused by every later one */
-    int reuse;          /* reduce-overhead: outputs are the program's own handles, overwritten by the next run */
+    int reuse;          /* PROGRAM_FRESH, _POOL or _STATIC (compile.h) */
     kn_tensor **vals;   /* per node: its tensor during a run (inputs, outputs) */
     kn_tensor **view;   /* per node: a handle over its arena bytes, for interpreter steps */
     kn_tensor **pool;   /* per output i: pool[2i], pool[2i + 1], handles holding its storages */
@@ -1091,14 +1091,15 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
  * storage. So a later run allocates nothing but, in the default mode, one
  * handle per output: the caller's.
  *
- * Outputs. The default mode hands out a new handle per output, which the
- * caller may keep as long as it likes: its storage is reused only once no
- * handle but the program's own refers to it (each output has up to two
- * storages, so an output that the caller keeps while calling again, a
- * .grad, say, alternates between them instead of allocating each time).
- * reduce-overhead (p->reuse) hands out the program's own handles over one
- * storage per output, which the next run overwrites: torch.compile's
- * CUDA-graph contract (kiln.h). */
+ * Outputs (p->reuse). FRESH: new tensors each run, nothing kept (eager's
+ * single-op programs, whose outputs escape). POOL (kn_compile's default
+ * mode): a new handle per output, which the caller may keep as long as it
+ * likes; its storage is reused only once no handle but the program's own
+ * refers to it (each output has up to two storages, so an output that the
+ * caller keeps while calling again, a .grad, say, alternates between them
+ * instead of allocating each time). STATIC (reduce-overhead): the
+ * program's own handles over one storage per output, which the next run
+ * overwrites: torch.compile's CUDA-graph contract (kiln.h). */
 
 /* The value table, interpreter views and output pool; 0 or an error. */
 static int run_init(Program *p)
@@ -1203,7 +1204,8 @@ static kn_tensor *output_of(Program *p, int i)
     kn_ctx *ctx = p->ctx;
     const Node *n = &p->g->nodes[p->outs[i]];
     kn_tensor **slot = &p->pool[2 * i];
-    if (p->reuse) {
+    if (p->reuse == PROGRAM_FRESH) return kn_keep(ctx, tensor_new(ctx, (kn_dtype)n->dtype, n->ndim, n->shape));
+    if (p->reuse == PROGRAM_STATIC) {
         if (!slot[0]) slot[0] = tensor_own(ctx, tensor_new(ctx, (kn_dtype)n->dtype, n->ndim, n->shape));
         return slot[0];
     }
@@ -1250,7 +1252,7 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
     for (int i = 0; i < p->nouts && !s && p->t; i++) {
         if (vals[p->outs[i]]) continue;
         if (!(vals[p->outs[i]] = output_of(p, i))) s = ctx->status;
-        fresh[i] = !p->reuse;
+        fresh[i] = p->reuse != PROGRAM_STATIC;
     }
     for (int i = 0; i < p->nsteps && !s && p->t; i++)
         s = p->steps[i].interp ? run_interp(p, &p->steps[i], vals) : run_kernel(p, &p->steps[i], vals);
@@ -1270,7 +1272,7 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
     return s;
 }
 
-void program_set_reuse(Program *p, int on) { p->reuse = on; }
+void program_set_reuse(Program *p, int mode) { p->reuse = mode; }
 
 void program_free(Program *p)
 {

@@ -30,14 +30,18 @@ typedef struct {
 typedef struct Program Program;
 
 Program *compile_graph(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const CompileOpts *o);
-/* inputs[k] is the tensor for graph input k. outs get new handles in the
- * caller's scope (storage the program reuses once no other handle refers to
- * it), or, after program_set_reuse(p, 1) (reduce-overhead), the program's own
- * handles (TF_OWNED: kn_free ignores them), whose storage the next run
- * overwrites. A run on contiguous inputs with no interpreter step allocates
- * nothing but those new handles, after the first. */
+/* How a program hands out its outputs (program_set_reuse). */
+enum {
+    PROGRAM_FRESH,  /* new tensors each run (the default: eager's single-op programs keep nothing) */
+    PROGRAM_POOL,   /* new handles over storage the program keeps, reused once no other handle refers to it */
+    PROGRAM_STATIC  /* the program's own handles (TF_OWNED: kn_free ignores them); the next run overwrites them */
+};
+/* inputs[k] is the tensor for graph input k; outs get tensors in the
+ * caller's scope as the reuse mode says. A run on contiguous inputs with no
+ * interpreter step allocates nothing after the first but, unless STATIC,
+ * the outputs' handles (and, if FRESH, their storage). */
 kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tensor **outs);
-void program_set_reuse(Program *p, int on);
+void program_set_reuse(Program *p, int mode);
 void program_stats(const Program *p, ProgramStats *st);
 void program_free(Program *p);
 
