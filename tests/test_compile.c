@@ -201,7 +201,10 @@ static void index_case(kn_ctx *ctx, int scatter, kn_dtype it, CompileBackend be)
         snprintf(eager, sizeof eager, "%s", kn_last_error(ctx));
         ins[at] = bad;
         kn_status cs = program_run(p, ins, (int)g->ninputs, &got);
-        CHECK_MSG(es == KN_EINDEX && cs == KN_EINDEX && strcmp(kn_last_error(ctx), eager + strlen("kn_: ") + strlen(op)) == 0,
+        /* eager's message less its "kn_OP: ", at the end (the interpreter, where no JIT is, adds "graph_run: ") */
+        const char *want = eager + strlen("kn_: ") + strlen(op), *msg = kn_last_error(ctx);
+        size_t lw = strlen(want), lm = strlen(msg);
+        CHECK_MSG(es == KN_EINDEX && cs == KN_EINDEX && lm >= lw && strcmp(msg + lm - lw, want) == 0,
                   "%s index %lld on %s: eager %d '%s', compiled %d '%s'", op, (long long)iv[n - 2], bn, (int)es, eager,
                   (int)cs, kn_last_error(ctx));
         kn_clear_error(ctx);
