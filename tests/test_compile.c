@@ -219,14 +219,42 @@ static void index_case(kn_ctx *ctx, int scatter, kn_dtype it, CompileBackend be)
  * candidates timed), the program equals eager, and compiling it again finds
  * both winners remembered. In a fresh $KILN_CACHE_DIR, whose autotune.txt
  * then holds them. */
+#if defined(__unix__) && !defined(__wasi__)
+/* $KILN_CACHE_DIR made a fresh directory from the template dir (its old
+ * value in *saved): 0 where there is no cc or no directory. */
+static int cache_dir_begin(char *dir, char **saved)
+{
+    const char *old = getenv("KILN_CACHE_DIR");
+    if (!port_jit_available(PORT_CC) || !mkdtemp(dir)) return 0;
+    *saved = old ? strdup(old) : NULL;
+    setenv("KILN_CACHE_DIR", dir, 1);
+    return 1;
+}
+
+/* The directory emptied and removed, $KILN_CACHE_DIR as it was. */
+static void cache_dir_end(const char *dir, char *saved)
+{
+    DIR *dd = opendir(dir);
+    for (struct dirent *e; dd && (e = readdir(dd));) {
+        char f[512];
+        if (e->d_name[0] == '.') continue;
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        remove(f);
+    }
+    if (dd) closedir(dd);
+    rmdir(dir);
+    if (saved) setenv("KILN_CACHE_DIR", saved, 1);
+    else unsetenv("KILN_CACHE_DIR");
+    free(saved);
+}
+#endif
+
 static void test_autotune(kn_ctx *ctx)
 {
 #if defined(__unix__) && !defined(__wasi__)
     char dir[] = "/tmp/kiln-test-autotune-XXXXXX", path[64];
-    const char *old = getenv("KILN_CACHE_DIR");
-    char *saved = old ? strdup(old) : NULL;
-    if (!port_jit_available(PORT_CC) || !mkdtemp(dir)) return;
-    setenv("KILN_CACHE_DIR", dir, 1);
+    char *saved;
+    if (!cache_dir_begin(dir, &saved)) return;
     int64_t sx[2] = {67, 129}, sw[2] = {33, 129}, sb = 33;
     kn_tensor *x = kn_randn(ctx, KN_F32, 2, sx), *w = kn_randn(ctx, KN_F32, 2, sw), *b = kn_randn(ctx, KN_F32, 1, &sb);
     kn_tensor *want = kn_softmax(ctx, kn_gelu(ctx, kn_linear(ctx, x, w, b), 1), 1);
@@ -257,18 +285,7 @@ static void test_autotune(kn_ctx *ctx)
     snprintf(path, sizeof path, "%s/autotune.txt", dir);
     CHECK(port_read_file(path, &data, &size, why) == 0 && size == 2 * 19); /* two "key winner" lines */
     free(data);
-    DIR *dd = opendir(dir);
-    for (struct dirent *e; dd && (e = readdir(dd));) {
-        char f[512];
-        if (e->d_name[0] == '.') continue;
-        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
-        remove(f);
-    }
-    if (dd) closedir(dd);
-    rmdir(dir);
-    if (saved) setenv("KILN_CACHE_DIR", saved, 1);
-    else unsetenv("KILN_CACHE_DIR");
-    free(saved);
+    cache_dir_end(dir, saved);
 #else
     (void)ctx;
 #endif
@@ -467,10 +484,8 @@ static void test_program_cache(kn_ctx *ctx, kn_tensor *const *in)
 {
 #if defined(__unix__) && !defined(__wasi__)
     char dir[] = "/tmp/kiln-test-progcache-XXXXXX", path[512], why[256];
-    const char *old = getenv("KILN_CACHE_DIR");
-    char *saved = old ? strdup(old) : NULL;
-    if (!port_jit_available(PORT_CC) || !mkdtemp(dir)) return;
-    setenv("KILN_CACHE_DIR", dir, 1);
+    char *saved;
+    if (!cache_dir_begin(dir, &saved)) return;
     kn_scope_begin(ctx);
     kn_tensor *want = c_cached(ctx, in);
     CHECK(cached_pass(ctx, in, want, "cold") == 0);
@@ -502,18 +517,7 @@ static void test_program_cache(kn_ctx *ctx, kn_tensor *const *in)
     }
     free(data);
     kn_scope_end(ctx);
-    DIR *dd = opendir(dir);
-    for (struct dirent *e; dd && (e = readdir(dd));) {
-        char f[512];
-        if (e->d_name[0] == '.') continue;
-        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
-        remove(f);
-    }
-    if (dd) closedir(dd);
-    rmdir(dir);
-    if (saved) setenv("KILN_CACHE_DIR", saved, 1);
-    else unsetenv("KILN_CACHE_DIR");
-    free(saved);
+    cache_dir_end(dir, saved);
 #else
     (void)ctx;
     (void)in;
