@@ -311,9 +311,11 @@ static struct {
 } tune_memo[TUNE_MEMO];
 static int tune_nmemo;
 
-static uint64_t fnv(uint64_t h, const char *p, size_t n)
+/* FNV-1a 64 of n bytes, continuing from h (0xcbf29ce484222325 to start). */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 
@@ -796,13 +798,6 @@ static char *pc_getstr(PcIn *in, Arena *a, size_t cap)
     return s;
 }
 
-static uint64_t pc_fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 /* The entry's key, or 0 where programs are not cached (see above). */
 static uint64_t pcache_key(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const Target *t,
                            const CompileOpts *o)
@@ -811,15 +806,15 @@ static uint64_t pcache_key(kn_ctx *ctx, const Graph *g, const uint32_t *outs, in
     if (!t || !t->cache_tag || (o && o->mode == KN_MODE_MAX_AUTOTUNE) || log_on(ctx, LOG_FUSION) ||
         log_on(ctx, LOG_LOOPIR) || !(build = port_build_id()))
         return 0;
-    uint64_t h = pc_fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8), mode = o ? (uint64_t)o->mode : 0;
-    h = pc_fnv(h, &build, sizeof build);
-    h = pc_fnv(h, t->name, strlen(t->name) + 1);
-    h = pc_fnv(h, t->cache_tag(), strlen(t->cache_tag()) + 1);
-    h = pc_fnv(h, &mode, sizeof mode);
-    h = pc_fnv(h, &nouts, sizeof nouts);
-    h = pc_fnv(h, outs, (size_t)nouts * sizeof *outs);
-    h = pc_fnv(h, &g->n, sizeof g->n);
-    h = pc_fnv(h, g->nodes + 1, (size_t)(g->n - 1) * sizeof *g->nodes);
+    uint64_t h = fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8), mode = o ? (uint64_t)o->mode : 0;
+    h = fnv(h, &build, sizeof build);
+    h = fnv(h, t->name, strlen(t->name) + 1);
+    h = fnv(h, t->cache_tag(), strlen(t->cache_tag()) + 1);
+    h = fnv(h, &mode, sizeof mode);
+    h = fnv(h, &nouts, sizeof nouts);
+    h = fnv(h, outs, (size_t)nouts * sizeof *outs);
+    h = fnv(h, &g->n, sizeof g->n);
+    h = fnv(h, g->nodes + 1, (size_t)(g->n - 1) * sizeof *g->nodes);
     return h ? h : 1;
 }
 
@@ -879,7 +874,7 @@ static void pcache_store(const Program *p, uint64_t key)
     if (!o.oom) {
         for (int i = 0; i < 8; i++) {
             o.p[16 + i] = (unsigned char)((o.n - PCACHE_HEAD) >> 8 * i);
-            o.p[24 + i] = (unsigned char)(pc_fnv(0xcbf29ce484222325ull, o.p + PCACHE_HEAD, o.n - PCACHE_HEAD) >> 8 * i);
+            o.p[24 + i] = (unsigned char)(fnv(0xcbf29ce484222325ull, o.p + PCACHE_HEAD, o.n - PCACHE_HEAD) >> 8 * i);
         }
         port_write_file(path, o.p, o.n, why);
     }
@@ -989,7 +984,7 @@ static int pcache_load(kn_ctx *ctx, Program *p, uint64_t key)
     if (size < PCACHE_HEAD || memcmp(d, PCACHE_MAGIC, 8)) bad = "no program cache header";
     else if (pc_get(&head) != key) bad = "stale: another key";
     else if (pc_get(&head) != size - PCACHE_HEAD) bad = "corrupt: wrong size";
-    else if (pc_get(&head) != pc_fnv(0xcbf29ce484222325ull, d + PCACHE_HEAD, size - PCACHE_HEAD))
+    else if (pc_get(&head) != fnv(0xcbf29ce484222325ull, d + PCACHE_HEAD, size - PCACHE_HEAD))
         bad = "corrupt: wrong checksum";
     else {
         PcIn in = {d + PCACHE_HEAD, d + size, 0};
