@@ -1724,7 +1724,8 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     while (!sym[k0][d0])
         if (++d0 == KN_MAX_DIMS) d0 = 0, k0++;
     char why[256] = "";
-    if (f->o.backend != KN_BACKEND_INTERP) {
+    if ((f->o.backend == KN_BACKEND_C && port_jit_available(PORT_CC)) ||
+        (f->o.backend == KN_BACKEND_TCC && port_jit_available(PORT_TCC))) { /* else it runs on interp */
         log_line(ctx, LOG_RECOMPILES, "%s: in[%d] dim %d specialised to %lld: backend %s compiles kernels for "
                  "concrete sizes", f->name, k0, d0, (long long)n, f->o.backend == KN_BACKEND_C ? "c" : "tcc");
         return NULL;
