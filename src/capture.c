@@ -438,7 +438,7 @@ static kn_status run_seg(kn_fn *f, CEntry *e, const Seg *sg, const Binding *b, k
     const int *slot = NULL; /* generic: distinct output j is program output slot[j] */
     if (sg->dyn) {
         const DynProg *dp = dyn_prog(f, e, sg, b->in[e->sym_in]->shape[e->sym_dim]);
-        if (!dp) return ctx->status;
+        if (!dp) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: planning s0 failed", f->name);
         prog = dp->p, slot = dp->slot;
     }
     kn_status s = prog ? program_run(prog, ins, sg->nin, pouts) : KN_OK;

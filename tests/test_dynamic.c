@@ -319,6 +319,76 @@ static void test_guards(void)
     kn_ctx_free(ctx);
 }
 
+/* ---- allocation failure on the dynamic path: an error, never a crash or a leak ---- */
+
+typedef struct {
+    long n, fail_at, blocks;
+    size_t bytes;
+} Hook;
+
+#define HDR 16
+
+static void *hook_alloc(void *user, void *ptr, size_t osize, size_t nsize)
+{
+    Hook *h = user;
+    char *p = ptr ? (char *)ptr - HDR : NULL;
+    if (nsize == 0) {
+        if (p) h->blocks--, h->bytes -= osize, free(p);
+        return NULL;
+    }
+    if (++h->n == h->fail_at) return NULL;
+    char *q = realloc(p, nsize + HDR);
+    if (!q) return NULL;
+    if (!p) h->blocks++;
+    h->bytes += nsize - (p ? osize : 0);
+    return q + HDR;
+}
+
+/* Sizes 3, 7 (the generic entry is made), 9 and 7 (planned per size) with
+ * allocation fail_at failing: returns the allocations made, and counts
+ * calls that failed otherwise than KN_ENOMEM or gave a wrong result. */
+static long alloc_run(long fail_at, int *bad, int *leak)
+{
+    Hook h = {0, fail_at, 0, 0};
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 4, .alloc = hook_alloc, .alloc_user = &h});
+    if (!ctx) return h.n;
+    kn_compile_opts o = {.backend = KN_BACKEND_INTERP, .name = "addm"};
+    kn_fn *f = kn_compile(ctx, add_body, NULL, &o);
+    int64_t sizes[4] = {3, 7, 9, 7};
+    for (int c = 0; c < 4 && f; c++) {
+        kn_scope_begin(ctx);
+        int64_t xs[2] = {sizes[c], 4}, zs[2] = {sizes[c], 6};
+        kn_tensor *in[2] = {kn_ones(ctx, KN_F32, 2, xs), kn_ones(ctx, KN_F32, 2, zs)}, *out[1] = {0};
+        if (in[0] && in[1]) {
+            kn_status s = kn_call(f, in, 2, out, 1);
+            float v[1] = {0};
+            if (s == KN_OK && (kn_read(ctx, kn_slice(ctx, kn_flatten(ctx, out[0], 0, 1), 0, 0, 1, 1), v, 4) != KN_OK ||
+                               v[0] != 2.0f))
+                s = kn_last_status(ctx) ? kn_last_status(ctx) : KN_EINVAL;
+            if (s != KN_OK && s != KN_ENOMEM) {
+                (*bad)++;
+                printf("    fail_at %ld, call %d: %s\n", fail_at, c, kn_last_error(ctx));
+            }
+        }
+        kn_clear_error(ctx);
+        kn_scope_end(ctx);
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+    if (h.blocks || h.bytes) (*leak)++;
+    return h.n;
+}
+
+static void test_alloc_failures(void)
+{
+    int bad = 0, leak = 0;
+    long n = alloc_run(0, &bad, &leak);
+    CHECK(bad == 0 && leak == 0 && n > 100);
+    for (long i = 1; i <= n; i++) alloc_run(i, &bad, &leak);
+    CHECK_MSG(bad == 0 && leak == 0, "over %ld allocations: %d calls failed otherwise than out of memory, %d leaks", n,
+              bad, leak);
+}
+
 int main(void)
 {
     for (int bi = 0; bi < 3; bi++)
@@ -341,5 +411,6 @@ int main(void)
     test_specialise(outer_body, "outer", "not affine in the size");
     test_specialise(read_body, "read", "reads a value");
     test_guards();
+    test_alloc_failures();
     TEST_END("test_dynamic");
 }
