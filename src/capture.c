@@ -1906,7 +1906,14 @@ kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int 
     CEntry *made = NULL;
     uint8_t sym[MAX_IO][KN_MAX_DIMS];
     int64_t n = dyn_dims(f, in, nin, sym);
-    if (n && (made = dyn_entry(f, in, nin, nout, n, sym))) {
+    char w[256];
+    if (n && (made = dyn_entry(f, in, nin, nout, n, sym)) && !guards_pass(f, made, in, nin, nout, w, sizeof w)) {
+        /* the probes changed what the first one assumed (a flag a traced step sets) */
+        log_line(ctx, LOG_RECOMPILES, "%s: the generic entry's guards fail after tracing (%s): specialised", f->name, w);
+        entry_unref(made);
+        made = NULL;
+    }
+    if (made) {
         log_guards(f, made);
         made->next = f->entries;
         f->entries = made;
