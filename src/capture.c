@@ -1739,17 +1739,21 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
         kn_err(ctx, KN_ENOMEM, "out of memory compiling %s", f->name);
         return NULL;
     }
+    uint64_t ctr0 = ctx->rng_ctr, ctr1 = ctr0; /* each probe draws what one trace would (rand's counters) */
     for (int j = 0; j < 4 && !why[0]; j++) {
         for (int k = 0; k < nin; k++)
             for (int d = 0; d < KN_MAX_DIMS; d++) shapes[k][d] = sym[k][d] ? sv[j] : in[k]->shape[d];
+        ctx->rng_ctr = ctr0;
         if (trace_entry(f, in, nin, junk, nout, &e[j], (const int64_t(*)[KN_MAX_DIMS])shapes, 1)) {
             snprintf(why, sizeof why, "tracing at size %lld: %s", (long long)sv[j], kn_last_error(ctx));
             kn_clear_error(ctx);
         }
+        if (j == 0) ctr1 = ctx->rng_ctr;
     }
     kn_dealloc(ctx, shapes, (size_t)(nin + 1) * sizeof *shapes);
     DynSeg *d = why[0] ? NULL : dyn_match(f, e, sv, why, sizeof why);
     for (int j = 1; j < 4; j++) entry_unref(e[j]);
+    ctx->rng_ctr = d ? ctr1 : ctr0; /* as after the one trace that made the entry, or before the next */
     if (!d) {
         entry_unref(e[0]);
         log_line(ctx, LOG_RECOMPILES, "%s: in[%d] dim %d specialised to %lld: %s", f->name, k0, d0, (long long)n, why);
