@@ -1449,7 +1449,12 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
  * Running a generic segment evaluates its graph at the call's s0 and plans
  * it (a program per size, the last DYN_CACHE kept): cheap for the
  * interpreter, which has no code to make. Backends tcc and c still compile
- * loop kernels for concrete sizes, so there the dims specialise (logged). */
+ * loop kernels for concrete sizes, so there the dims specialise (logged).
+ *
+ * Limit: the trace cannot see C control flow. A body that branches on a
+ * size (if (kn_shape(x)[0] > 64) ...) is caught only where the branches
+ * differ among the four probe sizes; a threshold beyond them is not
+ * guarded, as a graph is not for any other value the body reads from C. */
 
 /* x[j] at s0 = sv[j] (j < 4): 1 with *out the affine expression in s0 (0: a constant), or 0. */
 static int fit(ExprTable *ex, const int64_t *x, const int64_t *sv, ExprId *out)
