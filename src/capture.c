@@ -496,8 +496,8 @@ static void region_release(kn_ctx *ctx, void *user)
     for (int i = 0; i < rc->nsaved; i++) tensor_unhold(ctx, rc->saved[i]);
     for (int i = 0; i < rc->e->rg->bwd.nin; i++)
         if (rc->src[i]) tensor_unhold(ctx, rc->src[i]);
-    kn_dealloc(ctx, rc->saved, (size_t)rc->nsaved * sizeof *rc->saved);
-    kn_dealloc(ctx, rc->src, (size_t)rc->e->rg->bwd.nin * sizeof *rc->src);
+    kn_dealloc(ctx, rc->saved, (size_t)(rc->nsaved + 1) * sizeof *rc->saved); /* as run_entry allocates them */
+    kn_dealloc(ctx, rc->src, (size_t)(rc->e->rg->bwd.nin + 1) * sizeof *rc->src);
     entry_unref(rc->e);
     kn_dealloc(ctx, rc, sizeof *rc);
 }
@@ -987,9 +987,10 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
         }
         nuser = n;
     }
-    uint8_t *cut = s ? NULL : kn_alloc(ctx, g->n);
+    size_t ncut = g ? g->n : 0; /* region_build adds nodes to g: the size as allocated */
+    uint8_t *cut = s ? NULL : kn_alloc(ctx, ncut);
     if (!s && !cut) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
-    if (cut) memset(cut, 0, g->n);
+    if (cut) memset(cut, 0, ncut);
     Seg *sg = NULL;
     if (!s) {
         if (!APPEND(&e->arena, e->segs, e->nsegs)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
@@ -1015,7 +1016,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
     if (!s && dout >= 0 && c->probe) s = kn_errs(ctx, KN_EUNSUPPORTED, "a compiled backward (an output requires grad)");
     if (!s && dout >= 0) s = region_build(c, g, out[dout], outs, &n, cap, dout, sg);
     else if (!s) s = make_seg(c, sg, g, outs, n, cut, 0);
-    kn_dealloc(ctx, cut, g ? g->n : 0);
+    kn_dealloc(ctx, cut, ncut);
     if (s || !brk) return s;
 
     /* a break: run the segment now and make the live traced tensors concrete */
@@ -1149,6 +1150,10 @@ static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs
     kn_dealloc(ctx, cut, g->n);
     arena_free(&pa);
     if (!s) e->rg = rg; /* bout is distinct and computed: program output m is bout[m] */
+    else { /* the entry does not hold rg: what its backward has made goes now */
+        program_free(rg->bwd.prog);
+        if (rg->bwd.g) graph_free(rg->bwd.g);
+    }
     return s;
 }
 
