@@ -188,7 +188,7 @@ typedef struct Capture {
     kn_tensor ***vals;       /* vals[seg][m]: outputs of finished segments */
     int *nvals;
     kn_status failed;
-    int probe;               /* trace only (dynamic dims): no compile, no run, no break, no region */
+    int probe;               /* trace only (dynamic dims): no compile, no run, no break */
 } Capture;
 
 /* Arrays in an arena hold max(8, the next power of two >= n) elements: room for one more. */
@@ -392,6 +392,7 @@ struct DynSeg {
     uint32_t *uniq;  /* the distinct computed outputs, in order (nodes of the segment's graph) */
     int nu;
     CompileOpts co;
+    int reuse;       /* its programs' (PROGRAM_POOL; a region's backward PROGRAM_FRESH: grads go to the tape) */
     DynProg cache[DYN_CACHE];
     uint64_t tick;
 };
@@ -488,6 +489,7 @@ typedef struct {
     kn_tensor **saved;
     int nsaved;
     kn_tensor **src;  /* handles of the forward's sources, as bound at the call */
+    int64_t s0;       /* a generic entry's s0 at the call */
 } RegionCall;
 
 static void region_release(kn_ctx *ctx, void *user)
@@ -507,15 +509,29 @@ static kn_status region_vjp(kn_ctx *ctx, void *user, kn_tensor *g, kn_tensor **g
     RegionCall *rc = user;
     Region *rg = rc->e->rg;
     kn_tensor *ins[MAX_VALS], *outs[MAX_VALS];
-    if (!rg->bwd.prog) return KN_OK; /* no source gets a gradient */
+    Program *prog = rg->bwd.prog;
+    const int *slot = NULL; /* generic: the program output of each distinct gradient */
+    if (rg->bwd.dyn) {
+        const DynProg *dp = rg->bwd.dyn->nu ? dyn_prog(rc->f, rc->e, &rg->bwd, rc->s0) : NULL;
+        if (rg->bwd.dyn->nu && !dp)
+            return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: planning s0 failed", rc->f->name);
+        prog = dp ? dp->p : NULL, slot = dp ? dp->slot : NULL;
+    }
+    if (!prog) return KN_OK; /* no source gets a gradient */
     for (int k = 0; k < rg->bwd.nin; k++) {
         Src s = rg->bwd.in[k];
         ins[k] = s.kind == SRC_COT ? g : s.kind == SRC_NONE ? rc->saved[s.b] : rc->src[k];
     }
-    (void)ctx;
-    kn_status st = program_run(rg->bwd.prog, ins, rg->bwd.nin, outs);
+    kn_status st = program_run(prog, ins, rg->bwd.nin, outs);
     if (st) return st;
-    for (int i = 0; i < rg->nsrc; i++) grads[i] = rg->grad_out[i] >= 0 ? outs[rg->grad_out[i]] : NULL;
+    for (int i = 0; i < rg->nsrc; i++) {
+        int m = rg->grad_out[i], dup = 0;
+        grads[i] = m < 0 ? NULL : outs[slot ? slot[m] : m];
+        for (int j = 0; j < i && grads[i]; j++) dup |= grads[j] == grads[i]; /* one at this size: a view each */
+        if (dup) grads[i] = tensor_view(ctx, grads[i], grads[i]->ndim, grads[i]->shape, grads[i]->stride,
+                                        grads[i]->offset);
+        if (m >= 0 && !grads[i]) return ctx->status ? ctx->status : KN_ENOMEM;
+    }
     return KN_OK;
 }
 
@@ -659,6 +675,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
             memset(rc, 0, sizeof *rc);
             rc->f = f;
             rc->e = e;
+            rc->s0 = e->sym_in >= 0 ? in[e->sym_in]->shape[e->sym_dim] : 0;
             rc->nsaved = fw->nout;
             rc->saved = kn_alloc(ctx, (size_t)(fw->nout + 1) * sizeof *rc->saved);
             rc->src = kn_alloc(ctx, (size_t)(rg->bwd.nin + 1) * sizeof *rc->src);
@@ -1013,7 +1030,6 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
                         f->name);
     }
     (void)nuser;
-    if (!s && dout >= 0 && c->probe) s = kn_errs(ctx, KN_EUNSUPPORTED, "a compiled backward (an output requires grad)");
     if (!s && dout >= 0) s = region_build(c, g, out[dout], outs, &n, cap, dout, sg);
     else if (!s) s = make_seg(c, sg, g, outs, n, cut, 0);
     kn_dealloc(ctx, cut, ncut);
@@ -1239,6 +1255,7 @@ static void entry_unref(CEntry *e)
     }
     if (e->rg) {
         program_free(e->rg->bwd.prog);
+        dyn_free(e->rg->bwd.dyn);
         if (e->rg->bwd.g) graph_free(e->rg->bwd.g);
     }
     for (int i = 0; i < e->nheld; i++) tensor_unhold(ctx, e->held[i]);
@@ -1291,8 +1308,8 @@ static void guard_param(kn_fn *f, CEntry *e, int idx)
 
 /* Traces the body into a new entry and runs it (the first call of it).
  * probe (dynamic dims): the body sees inputs of shapes[k] instead, and the
- * entry is only traced: its one segment keeps its graph, uncompiled, and
- * nothing runs; a graph break or a compiled backward fails the probe. */
+ * entry is only traced: its segment (and a region's backward) keeps its
+ * graph, uncompiled, and nothing runs; a graph break fails the probe. */
 static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout, CEntry **made,
                              const int64_t (*shapes)[KN_MAX_DIMS], int probe)
 {
@@ -1446,10 +1463,11 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
  * reshape targets, slice bounds, counts) are one affine a*s0+b at all four
  * sizes give a graph generic in s0: each node keeps such fields as
  * expressions (GenNode). A float parameter generalises when it is such an
- * integer (a mean's divisor) or its reciprocal is. Anything else (a trace
- * that breaks, reads a value, needs a compiled backward region, makes other
- * nodes at another size, or a size that is not affine) specialises the dims
- * to the call's sizes, logged under KILN_LOGS=recompiles with the reason.
+ * integer (a mean's divisor) or its reciprocal is. A region's forward and
+ * backward (a compiled forward whose backward runs later) are matched each.
+ * Anything else (a trace that breaks, reads a value, makes other nodes at
+ * another size, or a size that is not affine) specialises the dims to the
+ * call's sizes, logged under KILN_LOGS=recompiles with the reason.
  *
  * Running a generic segment evaluates its graph at the call's s0 and plans
  * it (a program per size, the last DYN_CACHE kept): cheap for the
@@ -1506,48 +1524,38 @@ static int same_held(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)
     return same;
 }
 
-/* The probes' entries e[0..4) (e[0] at the call's size) as one generic
- * segment: NULL with the reason in why if they are not one graph in s0. */
-static DynSeg *dyn_match(kn_fn *f, CEntry *const *e, const int64_t *sv, char *why, size_t cap)
+/* The same segment of the four probes (ss[j] at s0 = sv[j]) as one generic
+ * segment, made in arena a: NULL with the reason in why if they are not one
+ * graph in s0. */
+static DynSeg *dyn_seg(kn_fn *f, Arena *a, const Seg *const *ss, const int64_t *sv, char *why, size_t cap)
 {
     kn_ctx *ctx = f->ctx;
-    CEntry *b = e[0];
-    for (int j = 0; j < 4; j++)
-        if (e[j]->nsegs != 1 || e[j]->rg || e[j]->nvg) {
-            snprintf(why, cap, "the trace at size %lld is not one graph", (long long)sv[j]);
-            return NULL;
-        }
+    const Seg *sg = ss[0];
     for (int j = 1; j < 4; j++) {
-        const CEntry *x = e[j];
-        const Seg *s0 = &b->segs[0], *s1 = &x->segs[0];
-        int same = x->nw == b->nw && x->ngs == b->ngs && x->nheld == b->nheld && s1->nin == s0->nin &&
-                   s1->nout == s0->nout && s1->g->n == s0->g->n && s1->g->ninputs == s0->g->ninputs;
-        for (int i = 0; same && i < b->nw; i++)
-            same = same_src(x->w[i].dst, b->w[i].dst) && same_src(x->w[i].val, b->w[i].val);
-        for (int i = 0; same && i < b->ngs; i++)
-            same = x->gs[i].param == b->gs[i].param && same_src(x->gs[i].val, b->gs[i].val);
-        for (int i = 0; same && i < b->nout; i++) same = same_src(x->outs[i], b->outs[i]);
-        for (int i = 0; same && i < b->nheld; i++) same = same_held(ctx, x->held[i], b->held[i]);
-        for (int i = 0; same && i < s0->nin; i++) same = same_src(s1->in[i], s0->in[i]);
-        for (int i = 0; same && i < s0->nout; i++) same = s1->outs[i] == s0->outs[i] && same_src(s1->alias[i], s0->alias[i]);
+        const Seg *s1 = ss[j];
+        int same = s1->nin == sg->nin && s1->nout == sg->nout && s1->g->n == sg->g->n && s1->g->ninputs == sg->g->ninputs;
+        for (int i = 0; same && i < sg->nin; i++) same = same_src(s1->in[i], sg->in[i]);
+        for (int i = 0; same && i < sg->nout; i++) same = s1->outs[i] == sg->outs[i] && same_src(s1->alias[i], sg->alias[i]);
         if (!same) {
-            snprintf(why, cap, "the trace at size %lld reads or writes other tensors, or makes constants of other "
-                     "values", (long long)sv[j]);
+            snprintf(why, cap, "the trace at size %lld has other inputs or outputs", (long long)sv[j]);
             return NULL;
         }
     }
-    const Graph *g = b->segs[0].g;
-    DynSeg *d = arena_alloc(&b->arena, sizeof *d);
-    GenNode *gen = d ? arena_alloc(&b->arena, g->n * sizeof *gen) : NULL;
-    if (!gen) {
+    const Graph *g = sg->g;
+    DynSeg *d = arena_alloc(a, sizeof *d);
+    GenNode *gen = d ? arena_alloc(a, g->n * sizeof *gen) : NULL;
+    d = gen ? d : NULL;
+    uint32_t *uniq = d ? arena_alloc(a, (size_t)(sg->nout + 1) * sizeof *uniq) : NULL;
+    if (!uniq) {
         snprintf(why, cap, "out of memory");
         return NULL;
     }
     expr_init(&d->ex, ctx);
     d->gen = gen;
+    d->uniq = uniq;
     for (uint32_t v = 1; v < g->n; v++) {
         const Node *n[4];
-        for (int j = 0; j < 4; j++) n[j] = &e[j]->segs[0].g->nodes[v];
+        for (int j = 0; j < 4; j++) n[j] = &ss[j]->g->nodes[v];
         GenNode *gn = &gen[v];
         int ok = 1;
         for (int j = 1; j < 4 && ok; j++)
@@ -1576,13 +1584,6 @@ static DynSeg *dyn_match(kn_fn *f, CEntry *const *e, const int64_t *sv, char *wh
             return NULL;
         }
     }
-    const Seg *sg = &b->segs[0];
-    d->uniq = arena_alloc(&b->arena, (size_t)(sg->nout + 1) * sizeof *d->uniq);
-    if (!d->uniq) {
-        snprintf(why, cap, "out of memory");
-        expr_free(&d->ex);
-        return NULL;
-    }
     for (int m = 0; m < sg->nout; m++) { /* as make_seg: the distinct computed outputs, in order */
         if (sg->alias[m].kind != SRC_NONE) continue;
         int dup = 0;
@@ -1590,7 +1591,58 @@ static DynSeg *dyn_match(kn_fn *f, CEntry *const *e, const int64_t *sv, char *wh
         if (!dup) d->uniq[d->nu++] = sg->outs[m];
     }
     d->co = (CompileOpts){backend_of(f->o.backend), f->o.mode};
+    d->reuse = PROGRAM_POOL; /* an evicted size's outputs must outlive its program */
     return d;
+}
+
+/* The probes' entries e[0..4) (e[0] at the call's size) as one entry
+ * generic in s0: 1 with the generic segments attached to e[0], or 0 with
+ * the reason in why. */
+static int dyn_match(kn_fn *f, CEntry *const *e, const int64_t *sv, char *why, size_t cap)
+{
+    kn_ctx *ctx = f->ctx;
+    CEntry *b = e[0];
+    for (int j = 0; j < 4; j++)
+        if (e[j]->nsegs != 1 || e[j]->nvg || (e[j]->rg != NULL) != (b->rg != NULL)) {
+            snprintf(why, cap, "the trace at size %lld is not one graph", (long long)sv[j]);
+            return 0;
+        }
+    for (int j = 1; j < 4; j++) {
+        const CEntry *x = e[j];
+        int same = x->nw == b->nw && x->ngs == b->ngs && x->nheld == b->nheld;
+        for (int i = 0; same && i < b->nw; i++)
+            same = same_src(x->w[i].dst, b->w[i].dst) && same_src(x->w[i].val, b->w[i].val);
+        for (int i = 0; same && i < b->ngs; i++)
+            same = x->gs[i].param == b->gs[i].param && same_src(x->gs[i].val, b->gs[i].val);
+        for (int i = 0; same && i < b->nout; i++) same = same_src(x->outs[i], b->outs[i]);
+        for (int i = 0; same && i < b->nheld; i++) same = same_held(ctx, x->held[i], b->held[i]);
+        if (same && b->rg) {
+            same = x->rg->nsrc == b->rg->nsrc && x->rg->out == b->rg->out;
+            for (int i = 0; same && i < b->rg->nsrc; i++)
+                same = same_src(x->rg->src[i], b->rg->src[i]) && x->rg->grad_out[i] == b->rg->grad_out[i];
+        }
+        if (!same) {
+            snprintf(why, cap, "the trace at size %lld reads or writes other tensors, or makes constants of other "
+                     "values", (long long)sv[j]);
+            return 0;
+        }
+    }
+    const Seg *ss[4];
+    DynSeg *d, *bd = NULL;
+    for (int j = 0; j < 4; j++) ss[j] = &e[j]->segs[0];
+    d = dyn_seg(f, &b->arena, ss, sv, why, cap);
+    if (d && b->rg) { /* and the region's backward */
+        for (int j = 0; j < 4; j++) ss[j] = &e[j]->rg->bwd;
+        if ((bd = dyn_seg(f, &b->arena, ss, sv, why, cap))) bd->reuse = PROGRAM_FRESH;
+        if (!bd) {
+            expr_free(&d->ex);
+            d = NULL;
+        }
+    }
+    if (!d) return 0;
+    b->segs[0].dyn = d;
+    if (bd) b->rg->bwd.dyn = bd;
+    return 1;
 }
 
 static void dyn_drop(kn_ctx *ctx, DynProg *q, int nu)
@@ -1672,7 +1724,7 @@ static const DynProg *dyn_prog(kn_fn *f, CEntry *e, const Seg *sg, int64_t s)
         dyn_drop(ctx, q, d->nu);
         return NULL;
     }
-    program_set_reuse(q->p, PROGRAM_POOL); /* an evicted size's outputs must outlive its program */
+    program_set_reuse(q->p, d->reuse);
     ProgramStats st;
     program_stats(q->p, &st);
     e->arena_bytes = st.arena_bytes; /* the size run last */
@@ -1761,7 +1813,7 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
         if (j == 0) ctr1 = ctx->rng_ctr;
     }
     kn_dealloc(ctx, shapes, (size_t)(nin + 1) * sizeof *shapes);
-    DynSeg *d = why[0] ? NULL : dyn_match(f, e, sv, why, sizeof why);
+    int d = !why[0] && dyn_match(f, e, sv, why, sizeof why);
     for (int j = 1; j < 4; j++) entry_unref(e[j]);
     ctx->rng_ctr = d ? ctr1 : ctr0; /* as after the one trace that made the entry, or before the next */
     if (!d) {
@@ -1770,7 +1822,6 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
         return NULL;
     }
     CEntry *g = e[0];
-    g->segs[0].dyn = d;
     g->sym_in = k0, g->sym_dim = d0;
     for (int k = 0; k < nin; k++) memcpy(g->ing[k].sym, sym[k], sizeof g->ing[k].sym);
     g->nodes = (int)(g->segs[0].g->n - 1 - g->segs[0].g->ninputs);

@@ -407,7 +407,7 @@ typedef struct {
                                   entry that any size >= 2 runs without recompiling (dims of equal size
                                   share it); on: every dim from the first call (one symbol: the first
                                   dim >= 2 and those of its size); off: never. What cannot be generic (a
-                                  size read as a value, a graph break, a compiled backward region; for now
+                                  size read as a value, a graph break, a size not affine in s0; for now
                                   backends tcc and c) specialises, logged (KILN_LOGS=recompiles) */
     int fullgraph;             /* a graph break is an error */
     int recompile_limit;       /* 0: 8; past it calls run eagerly, with one warning */

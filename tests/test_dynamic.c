@@ -211,6 +211,64 @@ static void test_train_sweep(int bi, int dyn, const char *model, ModelCfg cfg, i
     kn_ctx_free(cb);
 }
 
+/* ---- a compiled forward whose backward runs later (a tape region) ---- */
+
+static kn_status fwd_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Net *n = user;
+    (void)nin;
+    (void)nout;
+    out[0] = model_forward(ctx, n->m, in[0], 1);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_region_sweep(int bi, int dyn)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 3}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 3});
+    ModelCfg cfg = {0};
+    Model *ma = model_new(ca, "mlp", &cfg), *mb = model_new(cb, "mlp", &cfg);
+    Net na = {ma};
+    kn_set_log(ca, sink, NULL);
+    kn_set_logs(ca, "recompiles");
+    logbuf[0] = 0;
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = (kn_dynamic)dyn, .params = model_params(ma),
+                         .nparams = model_nparams(ma), .name = "mlp_fwd"};
+    kn_fn *f = kn_compile(ca, fwd_body, &na, &o);
+    double worst = 0;
+    for (int c = 0; c < 5; c++) {
+        kn_scope_begin(ca);
+        kn_scope_begin(cb);
+        kn_tensor *x, *y, *x2, *y2, *logits[1] = {0};
+        CHECK(model_batch(ca, ma, sweep[c], &x, &y) == KN_OK && model_batch(cb, mb, sweep[c], &x2, &y2) == KN_OK);
+        kn_status s = kn_call(f, &x, 1, logits, 1);
+        CHECK_MSG(s == KN_OK, "%s %s region B=%lld: %s", bname[bi], dname[dyn], (long long)sweep[c], kn_last_error(ca));
+        kn_tensor *la = s ? NULL : kn_cross_entropy(ca, logits[0], y, NULL), *lb = model_loss(cb, mb, x2, y2, 1);
+        CHECK(la && kn_backward(ca, la, 0) == KN_OK);
+        CHECK(lb && kn_backward(cb, lb, 0) == KN_OK);
+        for (int i = 0; la && lb && i < model_nparams(ma); i++) {
+            kn_tensor *ga = kn_grad(ca, model_params(ma)[i]), *gb = kn_grad(cb, model_params(mb)[i]);
+            kn_tensor *t = gb ? across(ca, cb, gb) : NULL;
+            double d = ga && t ? max_diff(ca, ga, ca, t) : INFINITY;
+            if (!(d <= worst)) worst = d;
+        }
+        kn_zero_grad(ca, model_params(ma), model_nparams(ma));
+        kn_zero_grad(cb, model_params(mb), model_nparams(mb));
+        kn_free(ca, x), kn_free(ca, y), kn_free(cb, x2), kn_free(cb, y2);
+        kn_scope_end(ca);
+        kn_scope_end(cb);
+    }
+    CHECK_MSG(worst < 1e-4, "%s %s region: grads differ from eager by %g", bname[bi], dname[dyn], worst);
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == want_entries(&info, dyn) && info.graphs == 2, "%s %s region: %d entries, %d graphs; log: %s",
+              bname[bi], dname[dyn], info.entries, info.graphs, logbuf);
+    kn_fn_free(f);
+    model_free(ca, ma);
+    model_free(cb, mb);
+    kn_ctx_free(ca);
+    kn_ctx_free(cb);
+}
+
 /* ---- what cannot be generic specialises ---- */
 
 /* x * B*B: a constant that is not affine in the batch */
@@ -346,25 +404,33 @@ static void *hook_alloc(void *user, void *ptr, size_t osize, size_t nsize)
 
 /* Sizes 3, 7 (the generic entry is made), 9 and 7 (planned per size) with
  * allocation fail_at failing: returns the allocations made, and counts
- * calls that failed otherwise than KN_ENOMEM or gave a wrong result. */
-static long alloc_run(long fail_at, int *bad, int *leak)
+ * calls that failed otherwise than KN_ENOMEM or gave a wrong result.
+ * region: x requires grad, and a backward through the compiled one follows;
+ * dyn: the dynamic setting (off: every size a static entry). */
+static long alloc_run(long fail_at, int region, int dyn, int *bad, int *leak)
 {
     Hook h = {0, fail_at, 0, 0};
     kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 4, .alloc = hook_alloc, .alloc_user = &h});
     if (!ctx) return h.n;
-    kn_compile_opts o = {.backend = KN_BACKEND_INTERP, .name = "addm"};
+    kn_compile_opts o = {.backend = KN_BACKEND_INTERP, .dynamic = (kn_dynamic)dyn, .name = "addm"};
     kn_fn *f = kn_compile(ctx, add_body, NULL, &o);
     int64_t sizes[4] = {3, 7, 9, 7};
     for (int c = 0; c < 4 && f; c++) {
         kn_scope_begin(ctx);
         int64_t xs[2] = {sizes[c], 4}, zs[2] = {sizes[c], 6};
         kn_tensor *in[2] = {kn_ones(ctx, KN_F32, 2, xs), kn_ones(ctx, KN_F32, 2, zs)}, *out[1] = {0};
+        if (region && in[0]) in[0] = kn_requires_grad(ctx, in[0], 1);
         if (in[0] && in[1]) {
             kn_status s = kn_call(f, in, 2, out, 1);
-            float v[1] = {0};
+            float v[1] = {0}, gv[1] = {0};
             if (s == KN_OK && (kn_read(ctx, kn_slice(ctx, kn_flatten(ctx, out[0], 0, 1), 0, 0, 1, 1), v, 4) != KN_OK ||
                                v[0] != 2.0f))
                 s = kn_last_status(ctx) ? kn_last_status(ctx) : KN_EINVAL;
+            if (s == KN_OK && region) { /* relu's grad at 1 is 1 */
+                kn_tensor *g = kn_backward(ctx, kn_sum(ctx, out[0], NULL, 0, 0), 0) == KN_OK ? kn_grad(ctx, in[0]) : NULL;
+                if (!g || kn_read(ctx, kn_slice(ctx, kn_flatten(ctx, g, 0, 1), 0, 0, 1, 1), gv, 4) != KN_OK || gv[0] != 1.0f)
+                    s = kn_last_status(ctx) ? kn_last_status(ctx) : KN_EINVAL;
+            }
             if (s != KN_OK && s != KN_ENOMEM) {
                 (*bad)++;
                 printf("    fail_at %ld, call %d: %s\n", fail_at, c, kn_last_error(ctx));
@@ -375,18 +441,21 @@ static long alloc_run(long fail_at, int *bad, int *leak)
     }
     kn_fn_free(f);
     kn_ctx_free(ctx);
-    if (h.blocks || h.bytes) (*leak)++;
+    if (h.blocks || h.bytes) {
+        (*leak)++;
+        printf("    fail_at %ld: %ld blocks, %zu bytes left\n", fail_at, h.blocks, h.bytes);
+    }
     return h.n;
 }
 
-static void test_alloc_failures(void)
+static void test_alloc_failures(int region, int dyn)
 {
     int bad = 0, leak = 0;
-    long n = alloc_run(0, &bad, &leak);
+    long n = alloc_run(0, region, dyn, &bad, &leak);
     CHECK(bad == 0 && leak == 0 && n > 100);
-    for (long i = 1; i <= n; i++) alloc_run(i, &bad, &leak);
-    CHECK_MSG(bad == 0 && leak == 0, "over %ld allocations: %d calls failed otherwise than out of memory, %d leaks", n,
-              bad, leak);
+    for (long i = 1; i <= n; i++) alloc_run(i, region, dyn, &bad, &leak);
+    CHECK_MSG(bad == 0 && leak == 0, "over %ld allocations (%s%s): %d calls failed otherwise than out of memory, "
+              "%d leaks", n, dname[dyn], region ? ", region" : "", bad, leak);
 }
 
 int main(void)
@@ -400,7 +469,7 @@ int main(void)
     test_train_sweep(0, 0, "mlp", (ModelCfg){0}, 1, 0, NULL);
     /* on: the first step of SGD with momentum has no buffer; the probes
      * after it read it: not one graph, so it specialises; the next is generic */
-    test_train_sweep(0, 1, "mlp", (ModelCfg){0}, 1, 2, "in[0] dim 0 specialised to 8: the trace at size 9 reads or writes other tensors");
+    test_train_sweep(0, 1, "mlp", (ModelCfg){0}, 1, 2, "in[0] dim 0 specialised to 8: the trace at size 9 has other inputs or outputs");
     /* gpt's tokens (B, T): the batch dim is generic */
     ModelCfg gpt = {.vocab = 50, .context = 7, .d = 16, .layers = 2, .heads = 2};
     test_train_sweep(0, 0, "gpt", gpt, 0, 0, "generic in s0 = in[0] dim 0");
@@ -410,10 +479,14 @@ int main(void)
     gpt.context = 8;
     test_train_sweep(0, 1, "gpt", gpt, 0, 2, "in[0] dim 0 specialised to 8: tracing at size 9: model_loss: gpt: tokens "
                      "have T = 9 positions, more than the context 8");
+    for (int bi = 0; bi < 3; bi++) test_region_sweep(bi, 0);
+    test_region_sweep(0, 1);
     test_specialise(square_body, "square", "makes constants of other values");
     test_specialise(outer_body, "outer", "not affine in the size");
     test_specialise(read_body, "read", "reads a value");
     test_guards();
-    test_alloc_failures();
+    test_alloc_failures(0, 0);
+    test_alloc_failures(1, 0);
+    test_alloc_failures(1, 2); /* the static region path too */
     TEST_END("test_dynamic");
 }
