@@ -35,6 +35,7 @@
 
 #include "compile.h"
 #include "core.h"
+#include "expr.h"
 #include "log.h"
 #include "partition.h"
 #include "../port/port.h"
@@ -48,9 +49,12 @@ typedef struct {
     int32_t a, b; /* IN: input a; PARAM: params[a]; HELD: held[a]; GRAD: params[a]'s grad; SEG: segment a, output b */
 } Src;
 
+typedef struct DynSeg DynSeg;
+
 typedef struct {
-    Graph *g;        /* the segment's own graph (inputs renumbered) */
-    Program *prog;   /* NULL: nothing to compute */
+    Graph *g;        /* the segment's own graph (inputs renumbered); generic (dyn): at the traced size */
+    Program *prog;   /* NULL: nothing to compute (or generic: dyn's program for the size run) */
+    DynSeg *dyn;     /* non-NULL: the graph is generic in s0 (see "dynamic dims") */
     int nin;
     Src *in;         /* what each input of g is bound to */
     int nout;
@@ -79,6 +83,7 @@ typedef struct {
 
 typedef struct {
     uint8_t dtype, ndim, contig, reqgrad;
+    uint8_t sym[KN_MAX_DIMS];  /* 1: the dim is the symbol s0 (any size >= 2, equal to s0's other dims) */
     int64_t shape[KN_MAX_DIMS];
 } InGuard;
 
@@ -129,6 +134,8 @@ typedef struct CEntry {
     Region *rg;
     kn_tensor ***vals; /* a call's segment values (entry_vals) */
     int kernels, interp_steps, ops, nodes;
+    int sym_in, sym_dim;  /* where s0 is read (in[sym_in] dim sym_dim); -1: the entry is static */
+    char arena_expr[64];  /* generic: the arena's size in s0 ("" if static) */
     size_t arena_bytes, code_bytes;
     double compile_ms;
     const char *backend;
@@ -141,7 +148,7 @@ struct kn_fn {
     kn_compile_opts o;
     CEntry *entries;  /* newest first */
     int nentries, calls, recompiles, graph_breaks, eager_calls, warned;
-    uint8_t dyn[MAX_IO][KN_MAX_DIMS]; /* dims marked dynamic */
+    uint8_t dyn[MAX_IO][KN_MAX_DIMS]; /* dims marked dynamic (auto: seen to change; on: all) */
     char name[64];
 };
 
@@ -181,6 +188,7 @@ typedef struct Capture {
     kn_tensor ***vals;       /* vals[seg][m]: outputs of finished segments */
     int *nvals;
     kn_status failed;
+    int probe;               /* trace only (dynamic dims): no compile, no run, no break */
 } Capture;
 
 /* Arrays in an arena hold max(8, the next power of two >= n) elements: room for one more. */
@@ -329,7 +337,7 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
         if (!dup && nu < (int)(sizeof uniq / sizeof *uniq)) uniq[nu++] = sg->outs[m];
     }
     kn_dealloc(ctx, map, g->n * sizeof *map);
-    if (s || nu == 0) return s;
+    if (s || nu == 0 || c->probe) return s;
     if (log_on(ctx, LOG_GRAPH)) {
         size_t need = graph_dump(sg->g, NULL, 0) + 1;
         char *buf = kn_alloc(ctx, need);
@@ -357,6 +365,40 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
 }
 
 /* ---- running an entry ---- */
+
+typedef struct {
+    int64_t s;       /* the size of s0 it is for */
+    Graph *g;        /* the segment's graph at that size */
+    Program *p;
+    int *slot;       /* per distinct computed output of the segment: its program output */
+    uint64_t used;
+} DynProg;
+
+/* Per node of a generic segment's graph, its fields as expressions in s0
+ * (0: the traced value, the same at every size). */
+typedef struct {
+    ExprId shape[KN_MAX_DIMS];
+    ExprId i[2 * KN_MAX_DIMS];
+    ExprId f;        /* p.f, an integer (a count: a mean's divisor) */
+    uint8_t finv;    /* 1: p.f is 1 / f's value */
+    uint8_t any;     /* some field is symbolic */
+} GenNode;
+
+enum { DYN_CACHE = 4 }; /* sizes whose programs a generic segment keeps */
+
+struct DynSeg {
+    ExprTable ex;
+    GenNode *gen;    /* per node of the segment's graph */
+    uint32_t *uniq;  /* the distinct computed outputs, in order (nodes of the segment's graph) */
+    int nu;
+    CompileOpts co;
+    int reuse;       /* its programs' (PROGRAM_POOL; a region's backward PROGRAM_FRESH: grads go to the tape) */
+    DynProg cache[DYN_CACHE];
+    uint64_t tick;
+};
+
+static const DynProg *dyn_prog(kn_fn *f, CEntry *e, const Seg *sg, int64_t s0);
+static void dyn_free(DynSeg *d);
 
 typedef struct {
     kn_tensor *const *in;
@@ -393,8 +435,16 @@ static kn_status run_seg(kn_fn *f, CEntry *e, const Seg *sg, const Binding *b, k
         ins[k] = sg->in[k].kind == SRC_NONE ? b->saved[sg->in[k].b] : resolve(f, e, b, sg->in[k]);
         if (!ins[k]) return kn_errs(ctx, KN_EINVAL, "%s: input %d of a compiled graph has no value", f->name, k);
     }
-    kn_status s = sg->prog ? program_run(sg->prog, ins, sg->nin, pouts) : KN_OK;
-    int next = 0;
+    Program *prog = sg->prog;
+    const int *slot = NULL; /* generic: distinct output j is program output slot[j] */
+    if (sg->dyn) {
+        const DynProg *dp = dyn_prog(f, e, sg, b->in[e->sym_in]->shape[e->sym_dim]);
+        if (!dp) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: planning s0 failed", f->name);
+        prog = dp->p, slot = dp->slot;
+    }
+    kn_status s = prog ? program_run(prog, ins, sg->nin, pouts) : KN_OK;
+    int next = 0, first[MAX_VALS]; /* generic: the out[] that took program output q first, or -1 */
+    for (int q = 0; slot && q < sg->nout; q++) first[q] = -1;
     for (int m = 0; m < sg->nout; m++) out[m] = NULL;
     for (int m = 0; m < sg->nout && !s; m++) {
         kn_tensor *v;
@@ -403,6 +453,12 @@ static kn_status run_seg(kn_fn *f, CEntry *e, const Seg *sg, const Binding *b, k
             int j = -1; /* the program's output for this node */
             for (int i = 0; i < m && j < 0; i++)
                 if (sg->alias[i].kind == SRC_NONE && sg->outs[i] == sg->outs[m]) j = i;
+            if (j < 0 && slot && first[slot[next]] >= 0) j = first[slot[next++]]; /* merged at this size */
+            else if (j < 0 && slot) {
+                first[slot[next]] = m;
+                out[m] = kn_keep(ctx, pouts[slot[next++]]);
+                continue;
+            }
             if (j < 0) {
                 out[m] = kn_keep(ctx, pouts[next++]);
                 continue;
@@ -433,6 +489,7 @@ typedef struct {
     kn_tensor **saved;
     int nsaved;
     kn_tensor **src;  /* handles of the forward's sources, as bound at the call */
+    int64_t s0;       /* a generic entry's s0 at the call */
 } RegionCall;
 
 static void region_release(kn_ctx *ctx, void *user)
@@ -441,8 +498,8 @@ static void region_release(kn_ctx *ctx, void *user)
     for (int i = 0; i < rc->nsaved; i++) tensor_unhold(ctx, rc->saved[i]);
     for (int i = 0; i < rc->e->rg->bwd.nin; i++)
         if (rc->src[i]) tensor_unhold(ctx, rc->src[i]);
-    kn_dealloc(ctx, rc->saved, (size_t)rc->nsaved * sizeof *rc->saved);
-    kn_dealloc(ctx, rc->src, (size_t)rc->e->rg->bwd.nin * sizeof *rc->src);
+    kn_dealloc(ctx, rc->saved, (size_t)(rc->nsaved + 1) * sizeof *rc->saved); /* as run_entry allocates them */
+    kn_dealloc(ctx, rc->src, (size_t)(rc->e->rg->bwd.nin + 1) * sizeof *rc->src);
     entry_unref(rc->e);
     kn_dealloc(ctx, rc, sizeof *rc);
 }
@@ -452,15 +509,29 @@ static kn_status region_vjp(kn_ctx *ctx, void *user, kn_tensor *g, kn_tensor **g
     RegionCall *rc = user;
     Region *rg = rc->e->rg;
     kn_tensor *ins[MAX_VALS], *outs[MAX_VALS];
-    if (!rg->bwd.prog) return KN_OK; /* no source gets a gradient */
+    Program *prog = rg->bwd.prog;
+    const int *slot = NULL; /* generic: the program output of each distinct gradient */
+    if (rg->bwd.dyn) {
+        const DynProg *dp = rg->bwd.dyn->nu ? dyn_prog(rc->f, rc->e, &rg->bwd, rc->s0) : NULL;
+        if (rg->bwd.dyn->nu && !dp)
+            return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: planning s0 failed", rc->f->name);
+        prog = dp ? dp->p : NULL, slot = dp ? dp->slot : NULL;
+    }
+    if (!prog) return KN_OK; /* no source gets a gradient */
     for (int k = 0; k < rg->bwd.nin; k++) {
         Src s = rg->bwd.in[k];
         ins[k] = s.kind == SRC_COT ? g : s.kind == SRC_NONE ? rc->saved[s.b] : rc->src[k];
     }
-    (void)ctx;
-    kn_status st = program_run(rg->bwd.prog, ins, rg->bwd.nin, outs);
+    kn_status st = program_run(prog, ins, rg->bwd.nin, outs);
     if (st) return st;
-    for (int i = 0; i < rg->nsrc; i++) grads[i] = rg->grad_out[i] >= 0 ? outs[rg->grad_out[i]] : NULL;
+    for (int i = 0; i < rg->nsrc; i++) {
+        int m = rg->grad_out[i], dup = 0;
+        grads[i] = m < 0 ? NULL : outs[slot ? slot[m] : m];
+        for (int j = 0; j < i && grads[i]; j++) dup |= grads[j] == grads[i]; /* one at this size: a view each */
+        if (dup) grads[i] = tensor_view(ctx, grads[i], grads[i]->ndim, grads[i]->shape, grads[i]->stride,
+                                        grads[i]->offset);
+        if (m >= 0 && !grads[i]) return ctx->status ? ctx->status : KN_ENOMEM;
+    }
     return KN_OK;
 }
 
@@ -604,6 +675,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
             memset(rc, 0, sizeof *rc);
             rc->f = f;
             rc->e = e;
+            rc->s0 = e->sym_in >= 0 ? in[e->sym_in]->shape[e->sym_dim] : 0;
             rc->nsaved = fw->nout;
             rc->saved = kn_alloc(ctx, (size_t)(fw->nout + 1) * sizeof *rc->saved);
             rc->src = kn_alloc(ctx, (size_t)(rg->bwd.nin + 1) * sizeof *rc->src);
@@ -655,6 +727,7 @@ static int guards_pass(kn_fn *f, CEntry *e, kn_tensor *const *in, int nin, int n
         snprintf(why, cap, "grad mode: expected %s", e->grad_mode ? "enabled" : "disabled");
         return 0;
     }
+    int64_t s0 = -1; /* generic entries: s0's size at this call */
     for (int k = 0; k < nin; k++) {
         const InGuard *g = &e->ing[k];
         const kn_tensor *t = in[k];
@@ -667,12 +740,22 @@ static int guards_pass(kn_fn *f, CEntry *e, kn_tensor *const *in, int nin, int n
             snprintf(why, cap, "in[%d] rank: expected %d, got %d", k, g->ndim, t->ndim);
             return 0;
         }
-        for (int d = 0; d < t->ndim; d++)
-            if (t->shape[d] != g->shape[d]) {
+        for (int d = 0; d < t->ndim; d++) {
+            if (g->sym[d] && s0 < 0 && t->shape[d] < 2) { /* s0 is the first symbolic dim */
+                snprintf(why, cap, "in[%d] dim %d: expected a size >= 2 (s0), got %lld", k, d, (long long)t->shape[d]);
+                return 0;
+            }
+            if (g->sym[d] && s0 < 0) s0 = t->shape[d];
+            else if (g->sym[d] && t->shape[d] != s0) {
+                snprintf(why, cap, "in[%d] dim %d: expected s0 = %lld (in[%d] dim %d), got %lld", k, d, (long long)s0,
+                         e->sym_in, e->sym_dim, (long long)t->shape[d]);
+                return 0;
+            } else if (!g->sym[d] && t->shape[d] != g->shape[d]) {
                 snprintf(why, cap, "in[%d] dim %d: expected %lld, got %lld", k, d, (long long)g->shape[d],
                          (long long)t->shape[d]);
                 return 0;
             }
+        }
         if ((kn_is_contiguous(t) != 0) != g->contig) {
             snprintf(why, cap, "in[%d]: expected a %scontiguous tensor", k, g->contig ? "" : "non-");
             return 0;
@@ -713,13 +796,14 @@ static void log_guards(kn_fn *f, CEntry *e)
     log_line(ctx, LOG_GUARDS, "%s: entry %d: grad mode %s, %d inputs, %d outputs", f->name, f->nentries + 1,
              e->grad_mode ? "on" : "off", e->nin, e->nout);
     for (int k = 0; k < e->nin; k++) {
-        char b[160];
-        kn_tensor t;
-        memset(&t, 0, sizeof t);
-        t.ndim = e->ing[k].ndim;
-        memcpy(t.shape, e->ing[k].shape, sizeof t.shape);
+        char b[160] = "(";
+        size_t len = 1;
+        for (int d = 0; d < e->ing[k].ndim; d++) /* "(s0>=2, 784)" */
+            len = e->ing[k].sym[d] ? kn_appendf(b, sizeof b, len, "%ss0>=2", d ? ", " : "")
+                                   : kn_appendf(b, sizeof b, len, "%s%lld", d ? ", " : "", (long long)e->ing[k].shape[d]);
+        kn_appendf(b, sizeof b, len, ")");
         log_line(ctx, LOG_GUARDS, "  in[%d]: %s %s%s%s", k, kn_dtype_name((kn_dtype)e->ing[k].dtype),
-                 fmt_shape(b, sizeof b, &t), e->ing[k].contig ? ", contiguous" : ", strided",
+                 b, e->ing[k].contig ? ", contiguous" : ", strided",
                  e->ing[k].reqgrad ? ", requires_grad" : "");
     }
     for (int i = 0; i < e->npg; i++)
@@ -865,6 +949,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
     kn_status s = KN_OK;
     kn_tensor *mat[MAX_VALS];
     int nmat = 0;
+    if (brk && c->probe) return kn_errs(ctx, KN_EUNSUPPORTED, "a graph break");
     if (brk) { /* every live traced tensor leaves the graph */
         for (kn_tensor *t = ctx->live; t && !s; t = t->next) {
             if (!is_traced(ctx, t)) continue;
@@ -919,9 +1004,10 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
         }
         nuser = n;
     }
-    uint8_t *cut = s ? NULL : kn_alloc(ctx, g->n);
+    size_t ncut = g ? g->n : 0; /* region_build adds nodes to g: the size as allocated */
+    uint8_t *cut = s ? NULL : kn_alloc(ctx, ncut);
     if (!s && !cut) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
-    if (cut) memset(cut, 0, g->n);
+    if (cut) memset(cut, 0, ncut);
     Seg *sg = NULL;
     if (!s) {
         if (!APPEND(&e->arena, e->segs, e->nsegs)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
@@ -946,7 +1032,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
     (void)nuser;
     if (!s && dout >= 0) s = region_build(c, g, out[dout], outs, &n, cap, dout, sg);
     else if (!s) s = make_seg(c, sg, g, outs, n, cut, 0);
-    kn_dealloc(ctx, cut, g ? g->n : 0);
+    kn_dealloc(ctx, cut, ncut);
     if (s || !brk) return s;
 
     /* a break: run the segment now and make the live traced tensors concrete */
@@ -1080,6 +1166,10 @@ static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs
     kn_dealloc(ctx, cut, g->n);
     arena_free(&pa);
     if (!s) e->rg = rg; /* bout is distinct and computed: program output m is bout[m] */
+    else { /* the entry does not hold rg: what its backward has made goes now */
+        program_free(rg->bwd.prog);
+        if (rg->bwd.g) graph_free(rg->bwd.g);
+    }
     return s;
 }
 
@@ -1103,6 +1193,7 @@ kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
     CEntry *e = c->e;
     Src val = {SRC_NONE, 0, 0};
     kn_status s = KN_OK;
+    if (c->probe) return kn_errs(ctx, KN_EUNSUPPORTED, "%s reads a value", op);
     for (int k = 0; k < e->nin && val.kind == SRC_NONE; k++)
         if (t == c->stand[k]) {
             val = (Src){SRC_IN, k, 0};
@@ -1159,10 +1250,12 @@ static void entry_unref(CEntry *e)
     kn_ctx *ctx = e->ctx;
     for (int j = 0; j < e->nsegs; j++) {
         program_free(e->segs[j].prog);
+        dyn_free(e->segs[j].dyn);
         if (e->segs[j].g) graph_free(e->segs[j].g);
     }
     if (e->rg) {
         program_free(e->rg->bwd.prog);
+        dyn_free(e->rg->bwd.dyn);
         if (e->rg->bwd.g) graph_free(e->rg->bwd.g);
     }
     for (int i = 0; i < e->nheld; i++) tensor_unhold(ctx, e->held[i]);
@@ -1185,6 +1278,7 @@ static CEntry *entry_new(kn_fn *f, kn_tensor *const *in, int nin, int nout)
     e->refs = 1;
     e->nin = nin;
     e->nout = nout;
+    e->sym_in = e->sym_dim = -1;
     e->grad_mode = ctx->grad_enabled;
     e->ing = arena_alloc(&e->arena, (size_t)(nin + 1) * sizeof *e->ing);
     e->outs = arena_alloc(&e->arena, (size_t)(nout + 1) * sizeof *e->outs);
@@ -1212,8 +1306,12 @@ static void guard_param(kn_fn *f, CEntry *e, int idx)
         e->pg[e->npg++] = (ParamGuard){idx, p, (uint8_t)((p->flags & TF_REQGRAD) != 0), -1};
 }
 
-/* Traces the body into a new entry and runs it (the first call of it). */
-static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout, CEntry **made)
+/* Traces the body into a new entry and runs it (the first call of it).
+ * probe (dynamic dims): the body sees inputs of shapes[k] instead, and the
+ * entry is only traced: its segment (and a region's backward) keeps its
+ * graph, uncompiled, and nothing runs; a graph break fails the probe. */
+static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout, CEntry **made,
+                             const int64_t (*shapes)[KN_MAX_DIMS], int probe)
 {
     kn_ctx *ctx = f->ctx;
     double t0 = now_ms();
@@ -1232,6 +1330,7 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     c.vals = vals;
     c.nvals = nvals;
     c.tape_start = autodiff_tape_len(ctx);
+    c.probe = probe;
     kn_status s = KN_OK;
     Graph *g = graph_new(ctx);
     if (!g) {
@@ -1245,7 +1344,7 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
         n.op = OP_INPUT;
         n.dtype = in[k]->dtype;
         n.ndim = in[k]->ndim;
-        memcpy(n.shape, in[k]->shape, in[k]->ndim * sizeof(Dim));
+        memcpy(n.shape, shapes ? shapes[k] : in[k]->shape, in[k]->ndim * sizeof(Dim));
         n.p.i[0] = g->ninputs;
         n.p.n = 1;
         uint32_t id = graph_add(g, &n);
@@ -1310,6 +1409,13 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     for (int i = 0; i < c.nknown; i++) tensor_unhold(ctx, c.known[i].hold);
     if (g) graph_free(g);
     e->compile_ms = now_ms() - t0;
+    if (probe) {
+        for (int j = 0; j < 16; j++)
+            if (vals[j]) kn_dealloc(ctx, vals[j], (size_t)((j < e->nsegs ? e->segs[j].nout : 0) + 1) * sizeof **vals);
+        if (s) entry_unref(e);
+        else *made = e;
+        return s;
+    }
     /* the programs keep their outputs' storage; under reduce-overhead they hand out their own handles,
      * which a region's forward does not (the tape holds its saved values until a backward that may
      * come after the next call; its backward's grads go to the tape: always new) */
@@ -1339,6 +1445,392 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
                  e->compile_ms, e->backend ? e->backend : "none");
     *made = e;
     return KN_OK;
+}
+
+/* ---- dynamic dims ----
+ *
+ * A dim marked dynamic (kn_compile_opts.dynamic: auto marks a dim once a
+ * call's size differs from the entry's; on marks every dim from the first
+ * call; off none) becomes the symbol s0 of a generic entry, which any size
+ * >= 2 of it passes (0 and 1 are specialised, as torch does: broadcasting
+ * treats them differently). Dims of the same size as the first dynamic dim
+ * share s0 (torch's duck sizing: a batch dim of x and of its labels); other
+ * dynamic dims stay static: one symbol per entry for now.
+ *
+ * The generic graph comes from tracing the body at four sizes of s0: the
+ * call's n, n+1, n+3 and 2 (4 if n is 2). Traces that make the same nodes,
+ * sources and entry (outputs, writes, grads) and whose integers (shapes,
+ * reshape targets, slice bounds, counts) are one affine a*s0+b at all four
+ * sizes give a graph generic in s0: each node keeps such fields as
+ * expressions (GenNode). A float parameter generalises when it is such an
+ * integer (a mean's divisor) or its reciprocal is. A region's forward and
+ * backward (a compiled forward whose backward runs later) are matched each.
+ * Anything else (a trace that breaks, reads a value, makes other nodes at
+ * another size, or a size that is not affine) specialises the dims to the
+ * call's sizes, logged under KILN_LOGS=recompiles with the reason.
+ *
+ * Running a generic segment evaluates its graph at the call's s0 and plans
+ * it (a program per size, the last DYN_CACHE kept): cheap for the
+ * interpreter, which has no code to make. Backends tcc and c still compile
+ * loop kernels for concrete sizes, so there the dims specialise (logged).
+ *
+ * Limit: the trace cannot see C control flow. A body that branches on a
+ * size (if (kn_shape(x)[0] > 64) ...) is caught only where the branches
+ * differ among the four probe sizes; a threshold beyond them is not
+ * guarded, as a graph is not for any other value the body reads from C. */
+
+/* x[j] at s0 = sv[j] (j < 4): 1 with *out the affine expression in s0 (0: a constant), or 0. */
+static int fit(ExprTable *ex, const int64_t *x, const int64_t *sv, ExprId *out)
+{
+    *out = 0;
+    if (x[1] == x[0] && x[2] == x[0] && x[3] == x[0]) return 1;
+    int64_t a = (x[1] - x[0]) / (sv[1] - sv[0]), b = x[0] - a * sv[0];
+    for (int j = 0; j < 4; j++)
+        if (a * sv[j] + b != x[j]) return 0;
+    *out = expr_add(ex, expr_mul(ex, expr_sym(ex, 0), expr_const(ex, a)), expr_const(ex, b));
+    return *out != 0;
+}
+
+static int integral(double v) { return v == floor(v) && fabs(v) < 9e15; }
+
+/* p.f at the four sizes: a constant, an affine integer, or the reciprocal of one. */
+static int fit_f(ExprTable *ex, const double *v, const int64_t *sv, GenNode *gn)
+{
+    int64_t x[4];
+    if (v[1] == v[0] && v[2] == v[0] && v[3] == v[0]) return 1;
+    int in = 1, rec = 1;
+    for (int j = 0; j < 4; j++) {
+        in &= integral(v[j]);
+        rec &= v[j] != 0 && integral(1.0 / v[j]) && 1.0 / (1.0 / v[j]) == v[j];
+    }
+    if (!in && !rec) return 0;
+    for (int j = 0; j < 4; j++) x[j] = (int64_t)(in ? v[j] : 1.0 / v[j]);
+    gn->finv = !in;
+    return fit(ex, x, sv, &gn->f) && gn->f;
+}
+
+/* Held tensors of two probes: the same view, or a constant the body made
+ * at each trace with the same values (a size read as a value is not). */
+static int same_held(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape) != 0) return 0;
+    if (a->st == b->st) return a->offset == b->offset && memcmp(a->stride, b->stride, sizeof a->stride) == 0;
+    size_t na, nb;
+    void *x = read_bytes(ctx, a, &na), *y = x ? read_bytes(ctx, b, &nb) : NULL;
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    if (x) kn_dealloc(ctx, x, na ? na : 1);
+    if (y) kn_dealloc(ctx, y, nb ? nb : 1);
+    if (!x || !y) kn_clear_error(ctx);
+    return same;
+}
+
+/* The same segment of the four probes (ss[j] at s0 = sv[j]) as one generic
+ * segment, made in arena a: NULL with the reason in why if they are not one
+ * graph in s0. */
+static DynSeg *dyn_seg(kn_fn *f, Arena *a, const Seg *const *ss, const int64_t *sv, char *why, size_t cap)
+{
+    kn_ctx *ctx = f->ctx;
+    const Seg *sg = ss[0];
+    for (int j = 1; j < 4; j++) {
+        const Seg *s1 = ss[j];
+        int same = s1->nin == sg->nin && s1->nout == sg->nout && s1->g->n == sg->g->n && s1->g->ninputs == sg->g->ninputs;
+        for (int i = 0; same && i < sg->nin; i++) same = same_src(s1->in[i], sg->in[i]);
+        for (int i = 0; same && i < sg->nout; i++) same = s1->outs[i] == sg->outs[i] && same_src(s1->alias[i], sg->alias[i]);
+        if (!same) {
+            snprintf(why, cap, "the trace at size %lld has other inputs or outputs", (long long)sv[j]);
+            return NULL;
+        }
+    }
+    const Graph *g = sg->g;
+    DynSeg *d = arena_alloc(a, sizeof *d);
+    GenNode *gen = d ? arena_alloc(a, g->n * sizeof *gen) : NULL;
+    d = gen ? d : NULL;
+    uint32_t *uniq = d ? arena_alloc(a, (size_t)(sg->nout + 1) * sizeof *uniq) : NULL;
+    if (!uniq) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    expr_init(&d->ex, ctx);
+    d->gen = gen;
+    d->uniq = uniq;
+    for (uint32_t v = 1; v < g->n; v++) {
+        const Node *n[4];
+        for (int j = 0; j < 4; j++) n[j] = &ss[j]->g->nodes[v];
+        GenNode *gn = &gen[v];
+        int ok = 1;
+        for (int j = 1; j < 4 && ok; j++)
+            ok = n[j]->op == n[0]->op && n[j]->dtype == n[0]->dtype && n[j]->ndim == n[0]->ndim &&
+                 n[j]->nsrc == n[0]->nsrc && memcmp(n[j]->src, n[0]->src, sizeof n[0]->src) == 0 &&
+                 n[j]->p.seed == n[0]->p.seed && n[j]->p.ctr == n[0]->p.ctr && n[j]->p.axis == n[0]->p.axis &&
+                 n[j]->p.dtype == n[0]->p.dtype && n[j]->p.n == n[0]->p.n;
+        int64_t x[4];
+        for (int dd = 0; dd < KN_MAX_DIMS && ok; dd++) {
+            for (int j = 0; j < 4; j++) x[j] = n[j]->shape[dd];
+            ok = fit(&d->ex, x, sv, &gn->shape[dd]);
+            gn->any |= gn->shape[dd] != 0;
+        }
+        for (int q = 0; q < 2 * KN_MAX_DIMS && ok; q++) {
+            for (int j = 0; j < 4; j++) x[j] = n[j]->p.i[q];
+            ok = fit(&d->ex, x, sv, &gn->i[q]);
+            gn->any |= gn->i[q] != 0;
+        }
+        double fv[4] = {n[0]->p.f, n[1]->p.f, n[2]->p.f, n[3]->p.f};
+        if (ok) ok = fit_f(&d->ex, fv, sv, gn);
+        gn->any |= gn->f != 0;
+        if (!ok) {
+            snprintf(why, cap, "node %%%" PRIu32 " (%s) is not the same graph at every size, or not affine in the size",
+                     v, kn_opinfo[n[0]->op].name);
+            expr_free(&d->ex);
+            return NULL;
+        }
+    }
+    for (int m = 0; m < sg->nout; m++) { /* as make_seg: the distinct computed outputs, in order */
+        if (sg->alias[m].kind != SRC_NONE) continue;
+        int dup = 0;
+        for (int i = 0; i < d->nu && !dup; i++) dup = d->uniq[i] == sg->outs[m];
+        if (!dup) d->uniq[d->nu++] = sg->outs[m];
+    }
+    d->co = (CompileOpts){backend_of(f->o.backend), f->o.mode};
+    d->reuse = PROGRAM_POOL; /* an evicted size's outputs must outlive its program */
+    return d;
+}
+
+/* The probes' entries e[0..4) (e[0] at the call's size) as one entry
+ * generic in s0: 1 with the generic segments attached to e[0], or 0 with
+ * the reason in why. */
+static int dyn_match(kn_fn *f, CEntry *const *e, const int64_t *sv, char *why, size_t cap)
+{
+    kn_ctx *ctx = f->ctx;
+    CEntry *b = e[0];
+    for (int j = 0; j < 4; j++)
+        if (e[j]->nsegs != 1 || e[j]->nvg || (e[j]->rg != NULL) != (b->rg != NULL)) {
+            snprintf(why, cap, "the trace at size %lld is not one graph", (long long)sv[j]);
+            return 0;
+        }
+    for (int j = 1; j < 4; j++) {
+        const CEntry *x = e[j];
+        int same = x->nw == b->nw && x->ngs == b->ngs && x->nheld == b->nheld;
+        for (int i = 0; same && i < b->nw; i++)
+            same = same_src(x->w[i].dst, b->w[i].dst) && same_src(x->w[i].val, b->w[i].val);
+        for (int i = 0; same && i < b->ngs; i++)
+            same = x->gs[i].param == b->gs[i].param && same_src(x->gs[i].val, b->gs[i].val);
+        for (int i = 0; same && i < b->nout; i++) same = same_src(x->outs[i], b->outs[i]);
+        for (int i = 0; same && i < b->nheld; i++) same = same_held(ctx, x->held[i], b->held[i]);
+        if (same && b->rg) {
+            same = x->rg->nsrc == b->rg->nsrc && x->rg->out == b->rg->out;
+            for (int i = 0; same && i < b->rg->nsrc; i++)
+                same = same_src(x->rg->src[i], b->rg->src[i]) && x->rg->grad_out[i] == b->rg->grad_out[i];
+        }
+        if (!same) {
+            snprintf(why, cap, "the trace at size %lld reads or writes other tensors, or makes constants of other "
+                     "values", (long long)sv[j]);
+            return 0;
+        }
+    }
+    const Seg *ss[4];
+    DynSeg *d, *bd = NULL;
+    for (int j = 0; j < 4; j++) ss[j] = &e[j]->segs[0];
+    d = dyn_seg(f, &b->arena, ss, sv, why, cap);
+    if (d && b->rg) { /* and the region's backward */
+        for (int j = 0; j < 4; j++) ss[j] = &e[j]->rg->bwd;
+        if ((bd = dyn_seg(f, &b->arena, ss, sv, why, cap))) bd->reuse = PROGRAM_FRESH;
+        if (!bd) {
+            expr_free(&d->ex);
+            d = NULL;
+        }
+    }
+    if (!d) return 0;
+    b->segs[0].dyn = d;
+    if (bd) b->rg->bwd.dyn = bd;
+    return 1;
+}
+
+static void dyn_drop(kn_ctx *ctx, DynProg *q, int nu)
+{
+    program_free(q->p);
+    if (q->g) graph_free(q->g);
+    kn_dealloc(ctx, q->slot, (size_t)(nu + 1) * sizeof *q->slot);
+    memset(q, 0, sizeof *q);
+}
+
+static void dyn_free(DynSeg *d)
+{
+    if (!d) return;
+    for (int i = 0; i < DYN_CACHE; i++)
+        if (d->cache[i].p || d->cache[i].g) dyn_drop(d->ex.arena.ctx, &d->cache[i], d->nu);
+    expr_free(&d->ex);
+}
+
+/* The segment's graph at s0 = s, planned: from the cache, else made (the
+ * least recently used size's program goes). NULL with the error set. */
+static const DynProg *dyn_prog(kn_fn *f, CEntry *e, const Seg *sg, int64_t s)
+{
+    kn_ctx *ctx = f->ctx;
+    DynSeg *d = sg->dyn;
+    DynProg *q = &d->cache[0];
+    for (int i = 0; i < DYN_CACHE; i++) {
+        if (d->cache[i].p && d->cache[i].s == s) {
+            d->cache[i].used = ++d->tick;
+            return &d->cache[i];
+        }
+        if (d->cache[i].used < q->used) q = &d->cache[i];
+    }
+    dyn_drop(ctx, q, d->nu);
+    const Graph *g = sg->g;
+    uint32_t *map = kn_alloc(ctx, g->n * sizeof *map), hu[MAX_VALS];
+    Graph *h = map ? graph_new(ctx) : NULL;
+    q->slot = kn_alloc(ctx, (size_t)(d->nu + 1) * sizeof *q->slot);
+    if (!h || !q->slot) {
+        kn_dealloc(ctx, map, g->n * sizeof *map);
+        if (h) graph_free(h);
+        dyn_drop(ctx, q, d->nu);
+        return kn_err(ctx, KN_ENOMEM, "%s: out of memory planning s0 = %lld", f->name, (long long)s);
+    }
+    q->g = h;
+    int err = 0;
+    map[0] = 0;
+    for (uint32_t v = 1; v < g->n && !err; v++) {
+        Node n = g->nodes[v];
+        const GenNode *gn = &d->gen[v];
+        for (int dd = 0; gn->any && dd < KN_MAX_DIMS; dd++)
+            if (gn->shape[dd]) n.shape[dd] = expr_eval(&d->ex, gn->shape[dd], &s, &err);
+        for (int i = 0; gn->any && i < 2 * KN_MAX_DIMS; i++)
+            if (gn->i[i]) n.p.i[i] = expr_eval(&d->ex, gn->i[i], &s, &err);
+        if (gn->f) {
+            int64_t c = expr_eval(&d->ex, gn->f, &s, &err);
+            n.p.f = gn->finv ? (c ? 1.0 / (double)c : (err = 1, 0.0)) : (double)c;
+        }
+        for (int dd = 0; dd < n.ndim; dd++) err |= n.shape[dd] < 0;
+        for (int i = 0; i < n.nsrc; i++) n.src[i] = map[n.src[i]];
+        if (!err && !(map[v] = graph_add(h, &n))) err = 2;
+        if (n.op == OP_INPUT) h->ninputs++;
+    }
+    int nhu = 0;
+    for (int j = 0; j < d->nu && !err; j++) { /* nodes equal at this size are one: so are their outputs */
+        uint32_t u = map[d->uniq[j]];
+        int k = 0;
+        while (k < nhu && hu[k] != u) k++;
+        if (k == nhu) hu[nhu++] = u;
+        q->slot[j] = k;
+    }
+    kn_dealloc(ctx, map, g->n * sizeof *map);
+    if (err) {
+        dyn_drop(ctx, q, d->nu);
+        return err == 2 ? kn_err(ctx, KN_ENOMEM, "%s: out of memory planning s0 = %lld", f->name, (long long)s)
+                        : kn_err(ctx, KN_EINVAL, "%s: the graph generic in s0 has no valid shapes at s0 = %lld",
+                                 f->name, (long long)s);
+    }
+    if (graph_verify(ctx, h) || !(q->p = compile_graph(ctx, h, hu, nhu, &d->co))) {
+        dyn_drop(ctx, q, d->nu);
+        return NULL;
+    }
+    program_set_reuse(q->p, d->reuse);
+    ProgramStats st;
+    program_stats(q->p, &st);
+    e->arena_bytes = st.arena_bytes; /* the size run last */
+    e->backend = st.backend;
+    q->s = s;
+    q->used = ++d->tick;
+    log_line(ctx, LOG_PERF, "%s: s0 = %lld planned: arena %zu bytes", f->name, (long long)s, st.arena_bytes);
+    return q;
+}
+
+/* The arena of generic entry e as an expression in s0 (planned at three of
+ * the probe sizes; "" where the plan is not affine in s0). */
+static void dyn_arena_expr(kn_fn *f, CEntry *e, const int64_t *sv)
+{
+    int64_t x[4];
+    Seg *sg = &e->segs[0];
+    for (int j = 0; j < 4; j++) {
+        const DynProg *q = dyn_prog(f, e, sg, sv[j]);
+        if (!q) {
+            kn_clear_error(f->ctx);
+            return;
+        }
+        ProgramStats st;
+        program_stats(q->p, &st);
+        x[j] = (int64_t)st.arena_bytes;
+    }
+    ExprId a;
+    ExprTable *ex = &sg->dyn->ex;
+    if (fit(ex, x, sv, &a)) {
+        if (!a) a = expr_const(ex, x[0]);
+        if (a) expr_print(ex, a, e->arena_expr, sizeof e->arena_expr);
+    }
+}
+
+/* The dims of in[] that would be s0 under f's dynamic setting: their marks
+ * in sym (zeroed first); returns s0's size at this call, or 0 if none. */
+static int64_t dyn_dims(kn_fn *f, kn_tensor *const *in, int nin, uint8_t (*sym)[KN_MAX_DIMS])
+{
+    int64_t n = 0;
+    memset(sym, 0, (size_t)nin * sizeof *sym);
+    if (f->o.dynamic == KN_DYNAMIC_OFF) return 0;
+    for (int k = 0; k < nin; k++)
+        for (int d = 0; d < in[k]->ndim; d++) {
+            int cand = f->o.dynamic == KN_DYNAMIC_ON || f->dyn[k][d];
+            if (!cand || in[k]->shape[d] < 2 || (n && in[k]->shape[d] != n)) continue;
+            n = in[k]->shape[d];
+            sym[k][d] = 1;
+        }
+    return n;
+}
+
+/* A new generic entry for this call (its first run not done): NULL if the
+ * dims specialise, with the reason logged. */
+static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int64_t n,
+                         uint8_t (*sym)[KN_MAX_DIMS])
+{
+    kn_ctx *ctx = f->ctx;
+    int k0 = 0, d0 = 0;
+    while (!sym[k0][d0])
+        if (++d0 == KN_MAX_DIMS) d0 = 0, k0++;
+    char why[256] = "";
+    if ((f->o.backend == KN_BACKEND_C && port_jit_available(PORT_CC)) ||
+        (f->o.backend == KN_BACKEND_TCC && port_jit_available(PORT_TCC))) { /* else it runs on interp */
+        log_line(ctx, LOG_RECOMPILES, "%s: in[%d] dim %d specialised to %lld: backend %s compiles kernels for "
+                 "concrete sizes", f->name, k0, d0, (long long)n, f->o.backend == KN_BACKEND_C ? "c" : "tcc");
+        return NULL;
+    }
+    double t0 = now_ms();
+    int64_t sv[4] = {n, n + 1, n + 3, n == 2 ? 4 : 2};
+    int64_t (*shapes)[KN_MAX_DIMS] = kn_alloc(ctx, (size_t)(nin + 1) * sizeof *shapes);
+    CEntry *e[4] = {0};
+    kn_tensor *junk[MAX_IO];
+    if (!shapes) {
+        kn_err(ctx, KN_ENOMEM, "out of memory compiling %s", f->name);
+        return NULL;
+    }
+    uint64_t ctr0 = ctx->rng_ctr, ctr1 = ctr0; /* each probe draws what one trace would (rand's counters) */
+    for (int j = 0; j < 4 && !why[0]; j++) {
+        for (int k = 0; k < nin; k++)
+            for (int d = 0; d < KN_MAX_DIMS; d++) shapes[k][d] = sym[k][d] ? sv[j] : in[k]->shape[d];
+        ctx->rng_ctr = ctr0;
+        if (trace_entry(f, in, nin, junk, nout, &e[j], (const int64_t(*)[KN_MAX_DIMS])shapes, 1)) {
+            snprintf(why, sizeof why, "tracing at size %lld: %s", (long long)sv[j], kn_last_error(ctx));
+            kn_clear_error(ctx);
+        }
+        if (j == 0) ctr1 = ctx->rng_ctr;
+    }
+    kn_dealloc(ctx, shapes, (size_t)(nin + 1) * sizeof *shapes);
+    int d = !why[0] && dyn_match(f, e, sv, why, sizeof why);
+    for (int j = 1; j < 4; j++) entry_unref(e[j]);
+    ctx->rng_ctr = d ? ctr1 : ctr0; /* as after the one trace that made the entry, or before the next */
+    if (!d) {
+        entry_unref(e[0]);
+        log_line(ctx, LOG_RECOMPILES, "%s: in[%d] dim %d specialised to %lld: %s", f->name, k0, d0, (long long)n, why);
+        return NULL;
+    }
+    CEntry *g = e[0];
+    g->sym_in = k0, g->sym_dim = d0;
+    for (int k = 0; k < nin; k++) memcpy(g->ing[k].sym, sym[k], sizeof g->ing[k].sym);
+    g->nodes = (int)(g->segs[0].g->n - 1 - g->segs[0].g->ninputs);
+    g->backend = "interp";
+    dyn_arena_expr(f, g, sv);
+    g->compile_ms = now_ms() - t0;
+    log_line(ctx, LOG_RECOMPILES, "%s: entry %d is generic in s0 = in[%d] dim %d (now %lld), arena %s bytes",
+             f->name, f->nentries + 1, k0, d0, (long long)n, g->arena_expr[0] ? g->arena_expr : "not affine in s0");
+    return g;
 }
 
 /* ---- the public API ---- */
@@ -1386,6 +1878,35 @@ static kn_tensor ***entry_vals(CEntry *e)
     return v;
 }
 
+/* Runs cached entry e: RUN_OK, RUN_MISMATCH or a status (run_entry). */
+static int call_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out)
+{
+    if (!e->vals && !(e->vals = entry_vals(e))) return kn_errs(f->ctx, KN_ENOMEM, "out of memory running %s", f->name);
+    int r = run_entry(f, e, in, out, 0, e->vals, 0);
+    for (int j = 0; j < e->nsegs; j++) {
+        free_vals(f->ctx, e->vals[j], e->segs[j].nout);
+        memset(e->vals[j], 0, (size_t)(e->segs[j].nout + 1) * sizeof **e->vals);
+    }
+    return r;
+}
+
+/* auto: the dims of in[] whose size differs from the newest entry's become dynamic (logged). */
+static void mark_dynamic(kn_fn *f, kn_tensor *const *in, int nin)
+{
+    const CEntry *e = f->entries;
+    if (f->o.dynamic != KN_DYNAMIC_AUTO || !e || e->nin != nin) return;
+    for (int k = 0; k < nin; k++) {
+        const InGuard *g = &e->ing[k];
+        if (g->dtype != in[k]->dtype || g->ndim != in[k]->ndim) continue;
+        for (int d = 0; d < g->ndim; d++)
+            if (!g->sym[d] && !f->dyn[k][d] && g->shape[d] != in[k]->shape[d]) {
+                f->dyn[k][d] = 1;
+                log_line(f->ctx, LOG_RECOMPILES, "%s: in[%d] dim %d changed (%lld, then %lld): dynamic from now on",
+                         f->name, k, d, (long long)g->shape[d], (long long)in[k]->shape[d]);
+            }
+    }
+}
+
 static kn_status eager_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
 {
     f->eager_calls++;
@@ -1422,15 +1943,7 @@ kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int 
             if (!why[0]) snprintf(why, sizeof why, "%s", w); /* the newest entry's reason */
             continue;
         }
-        if (!e->vals && !(e->vals = entry_vals(e))) {
-            op_leave(ctx, saved);
-            return kn_errs(ctx, KN_ENOMEM, "out of memory running %s", f->name);
-        }
-        int r = run_entry(f, e, in, out, 0, e->vals, 0);
-        for (int j = 0; j < e->nsegs; j++) {
-            free_vals(ctx, e->vals[j], e->segs[j].nout);
-            memset(e->vals[j], 0, (size_t)(e->segs[j].nout + 1) * sizeof **e->vals);
-        }
+        int r = call_entry(f, e, in, out);
         if (r != RUN_MISMATCH) {
             op_leave(ctx, saved);
             return (kn_status)r;
@@ -1453,9 +1966,31 @@ kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int 
         }
         f->recompiles++;
         log_line(ctx, LOG_RECOMPILES, "%s: recompiling (entry %d): %s", f->name, f->nentries + 1, why);
+        mark_dynamic(f, in, nin);
     }
     CEntry *made = NULL;
-    s = trace_entry(f, in, nin, out, nout, &made);
+    uint8_t sym[MAX_IO][KN_MAX_DIMS];
+    int64_t n = dyn_dims(f, in, nin, sym);
+    char w[256];
+    if (n && (made = dyn_entry(f, in, nin, nout, n, sym)) && !guards_pass(f, made, in, nin, nout, w, sizeof w)) {
+        /* the probes changed what the first one assumed (a flag a traced step sets) */
+        log_line(ctx, LOG_RECOMPILES, "%s: the generic entry's guards fail after tracing (%s): specialised", f->name, w);
+        entry_unref(made);
+        made = NULL;
+    }
+    if (made) {
+        log_guards(f, made);
+        made->next = f->entries;
+        f->entries = made;
+        f->nentries++;
+        int r = call_entry(f, made, in, out);
+        s = r == RUN_MISMATCH ? kn_errs(ctx, KN_EINVAL, "%s: a generic entry's guard failed at its first call", f->name)
+                              : (kn_status)r;
+        op_leave(ctx, saved);
+        return s;
+    }
+    if (!ctx->status) s = trace_entry(f, in, nin, out, nout, &made, NULL, 0);
+    else s = ctx->status;
     if (made) {
         made->next = f->entries;
         f->entries = made;
@@ -1485,6 +2020,9 @@ kn_status kn_fn_stats(const kn_fn *f, kn_fn_info *info)
         info->ops = e->ops;
         info->nodes = e->nodes;
         info->backend = e->backend;
+        for (int k = 0; k < e->nin; k++)
+            for (int d = 0; d < e->ing[k].ndim; d++) info->symbolic_dims += e->ing[k].sym[d];
+        snprintf(info->arena_expr, sizeof info->arena_expr, "%s", e->arena_expr);
     }
     return KN_OK;
 }

@@ -1054,7 +1054,7 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
     Schedule s;
     uint64_t t[5];
     t[0] = port_now_ns();
-    int err = !p->outs || graph_verify(ctx, g);
+    int err = !p->outs ? (kn_errs(ctx, KN_ENOMEM, "out of memory compiling"), 1) : graph_verify(ctx, g);
     if (!err) memcpy(p->outs, outs, (size_t)nouts * sizeof *outs), p->nouts = nouts;
     err = err || sched_build(ctx, g, outs, nouts, &p->arena, &s);
     if (!err) log_fusion(ctx, g, &s);
@@ -1102,14 +1102,19 @@ static int run_init(Program *p)
     kn_ctx *ctx = p->ctx;
     size_t nv = (size_t)p->g->n;
     p->vals = kn_alloc(ctx, nv * sizeof *p->vals);
-    p->view = kn_alloc(ctx, nv * sizeof *p->view);
-    p->pool = kn_alloc(ctx, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
+    p->view = kn_alloc_zeroed(ctx, nv * sizeof *p->view); /* program_free walks both */
+    p->pool = kn_alloc_zeroed(ctx, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
     p->fresh = kn_alloc(ctx, (size_t)p->nouts + 1);
     p->older = kn_alloc(ctx, (size_t)p->nouts + 1);
-    if (!p->vals || !p->view || !p->pool || !p->fresh || !p->older) return kn_errs(ctx, KN_ENOMEM, "out of memory running a program");
-    memset(p->view, 0, nv * sizeof *p->view);
-    memset(p->pool, 0, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
-    return 0;
+    if (p->vals && p->view && p->pool && p->fresh && p->older) return 0;
+    /* all or nothing: the next run tries again */
+    kn_dealloc(ctx, p->vals, nv * sizeof *p->vals);
+    kn_dealloc(ctx, p->view, nv * sizeof *p->view);
+    kn_dealloc(ctx, p->pool, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
+    kn_dealloc(ctx, p->fresh, (size_t)p->nouts + 1);
+    kn_dealloc(ctx, p->older, (size_t)p->nouts + 1);
+    p->vals = NULL, p->view = NULL, p->pool = NULL, p->fresh = p->older = NULL;
+    return kn_errs(ctx, KN_ENOMEM, "out of memory running a program");
 }
 
 /* A tensor over the arena (or an output's storage) for an interpreter step:

@@ -403,7 +403,12 @@ typedef enum { KN_DYNAMIC_AUTO, KN_DYNAMIC_ON, KN_DYNAMIC_OFF } kn_dynamic;
 typedef struct {
     kn_backend backend;
     kn_mode mode;
-    kn_dynamic dynamic;        /* auto: a dim that changed once becomes symbolic */
+    kn_dynamic dynamic;        /* auto: a dim whose size changed once becomes the symbol s0 of a generic
+                                  entry that any size >= 2 runs without recompiling (dims of equal size
+                                  share it); on: every dim from the first call (one symbol: the first
+                                  dim >= 2 and those of its size); off: never. What cannot be generic (a
+                                  size read as a value, a graph break, a size not affine in s0; for now
+                                  backends tcc and c) specialises, logged (KILN_LOGS=recompiles) */
     int fullgraph;             /* a graph break is an error */
     int recompile_limit;       /* 0: 8; past it calls run eagerly, with one warning */
     kn_tensor *const *params;  /* the caller's parameter array (must outlive the fn); may be NULL */
@@ -421,6 +426,9 @@ typedef struct {
     int ops;                   /* public ops the newest entry's trace called (before decomposition) */
     int nodes;                 /* primitive nodes of its compiled graphs (after decomposition and autodiff) */
     const char *backend;       /* what it runs on ("c", "tcc", "interp") */
+    int symbolic_dims;         /* input dims of the newest entry that are the symbol s0 (dynamic shapes) */
+    char arena_expr[64];       /* such an entry's arena in s0, e.g. "s0*3200+64" ("" if static or not
+                                  affine; arena_bytes is then the arena at the size run last) */
 } kn_fn_info;
 
 kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opts *o);

@@ -59,7 +59,8 @@ static void test_inference(int bi)
     Lin l = {{kn_param(ctx, kn_randn(ctx, KN_F32, 2, ws)), kn_param(ctx, kn_randn(ctx, KN_F32, 1, bs))}};
     kn_set_log(ctx, sink, NULL);
     kn_set_logs(ctx, "recompiles");
-    kn_compile_opts o = {.backend = backends[bi], .params = l.p, .nparams = 2, .recompile_limit = 3, .name = "lin"};
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = KN_DYNAMIC_OFF, .params = l.p, .nparams = 2,
+                         .recompile_limit = 3, .name = "lin"}; /* off: every size recompiles, up to the limit */
     kn_fn *f = kn_compile(ctx, lin_body, &l, &o);
     CHECK(f != NULL);
     int sizes[5] = {4, 4, 6, 9, 11};

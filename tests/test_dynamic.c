@@ -1,0 +1,492 @@
+/*
+ * test_dynamic.c — dynamic shapes in kn_compile: a batch sweep recompiles
+ * as dynamic=auto, on and off say, every call equal to eager; what cannot
+ * be generic specialises (and says why); the guards of a symbolic dim.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+
+#include "test.h"
+#include "../src/models.h"
+
+static kn_backend backends[3] = {KN_BACKEND_INTERP, KN_BACKEND_TCC, KN_BACKEND_C};
+static const char *bname[3] = {"interp", "tcc", "c"};
+static const char *dname[3] = {"auto", "on", "off"};
+
+static char logbuf[16384];
+static void sink(void *user, const char *line)
+{
+    (void)user;
+    size_t n = strlen(logbuf);
+    snprintf(logbuf + n, sizeof logbuf - n, "%s\n", line);
+}
+
+/* largest |a - b| / (1 + |b|) over the elements; infinity on a shape mismatch or NaN */
+static double max_diff(kn_ctx *ca, kn_tensor *a, kn_ctx *cb, kn_tensor *b)
+{
+    int64_t n = kn_numel(a);
+    if (n != kn_numel(b)) return INFINITY;
+    double *x = malloc((size_t)n * sizeof *x + 8), *y = malloc((size_t)n * sizeof *y + 8), m = 0;
+    kn_tensor *a64 = kn_to(ca, a, KN_F64), *b64 = kn_to(cb, b, KN_F64);
+    if (kn_read(ca, a64, x, (size_t)n * 8) || kn_read(cb, b64, y, (size_t)n * 8)) m = INFINITY;
+    for (int64_t i = 0; i < n && m != INFINITY; i++) {
+        double d = fabs(x[i] - y[i]) / (1 + fabs(y[i]));
+        if (!(d <= m)) m = isnan(d) ? INFINITY : d;
+    }
+    free(x);
+    free(y);
+    return m;
+}
+
+/* Generic entries run on the interpreter so far: backends tcc and c
+ * specialise every size, unless they have no compiler here (wasm) and run
+ * on the interpreter too. info: after a call. */
+static int generic(const kn_fn_info *info) { return info->backend && strcmp(info->backend, "interp") == 0; }
+
+static const int64_t sweep[5] = {8, 16, 24, 5, 33};
+
+/* the entries a sweep of 5 sizes makes, per dynamic setting */
+static int want_entries(const kn_fn_info *info, int dyn) { return !generic(info) || dyn == 2 ? 5 : dyn == 0 ? 2 : 1; }
+
+/* ---- inference: logits and the mean loss of mlp ---- */
+
+typedef struct {
+    Model *m;
+} Net;
+
+static kn_status infer_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Net *n = user;
+    (void)nin;
+    (void)nout;
+    out[0] = model_forward(ctx, n->m, in[0], 0);
+    out[1] = out[0] ? kn_cross_entropy(ctx, out[0], in[1], NULL) : NULL;
+    return out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+/* x as a transposed view of a (784, B) tensor when strided: not contiguous */
+static kn_tensor *features(kn_ctx *ctx, kn_tensor *x, int strided)
+{
+    if (!strided) return x;
+    return kn_transpose(ctx, kn_contiguous(ctx, kn_transpose(ctx, x, 0, 1)), 0, 1);
+}
+
+static void test_infer_sweep(int bi, int dyn, int strided)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 11});
+    ModelCfg cfg = {0};
+    Model *m = model_new(ctx, "mlp", &cfg);
+    Net n = {m};
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "recompiles");
+    kn_set_grad_enabled(ctx, 0);
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = (kn_dynamic)dyn, .params = model_params(m),
+                         .nparams = model_nparams(m), .name = "mlp_infer"};
+    kn_fn *f = kn_compile(ctx, infer_body, &n, &o);
+    CHECK(f != NULL);
+    logbuf[0] = 0;
+    for (int c = 0; c < 5; c++) {
+        kn_scope_begin(ctx);
+        kn_tensor *x, *y, *out[2] = {0}, *want[2] = {0};
+        CHECK(model_batch(ctx, m, sweep[c], &x, &y) == KN_OK);
+        kn_tensor *in[2] = {features(ctx, x, strided), y};
+        kn_status s = kn_call(f, in, 2, out, 2);
+        CHECK_MSG(s == KN_OK, "%s %s B=%lld: %s", bname[bi], dname[dyn], (long long)sweep[c], kn_last_error(ctx));
+        CHECK(infer_body(ctx, &n, in, 2, want, 2) == KN_OK);
+        for (int k = 0; k < 2 && s == KN_OK; k++) {
+            double d = max_diff(ctx, out[k], ctx, want[k]);
+            CHECK_MSG(d < 1e-5, "%s %s%s B=%lld out[%d]: differs from eager by %g", bname[bi], dname[dyn],
+                      strided ? " strided" : "", (long long)sweep[c], k, d);
+        }
+        kn_free(ctx, x);
+        kn_free(ctx, y);
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    CHECK(kn_fn_stats(f, &info) == KN_OK);
+    CHECK_MSG(info.calls == 5 && info.entries == want_entries(&info, dyn) && info.eager_calls == 0,
+              "%s %s: %d calls, %d entries, %d eager", bname[bi], dname[dyn], info.calls, info.entries,
+              info.eager_calls);
+    if (dyn == 0) {
+        CHECK_MSG(strstr(logbuf, "in[0] dim 0: expected 8, got 16") != NULL, "log: %s", logbuf);
+        CHECK_MSG(strstr(logbuf, "in[0] dim 0 changed (8, then 16): dynamic from now on") != NULL, "log: %s", logbuf);
+    }
+    if (dyn != 2 && generic(&info)) {
+        /* x's and y's batch dims are s0; the arena is a formula in it */
+        CHECK_MSG(info.symbolic_dims == 2, "%s %s: %d symbolic dims", bname[bi], dname[dyn], info.symbolic_dims);
+        CHECK_MSG(strstr(logbuf, "is generic in s0 = in[0] dim 0") != NULL, "log: %s", logbuf);
+    }
+    if (dyn != 2 && !generic(&info)) CHECK_MSG(strstr(logbuf, "specialised to") != NULL, "log: %s", logbuf);
+    if (dyn == 2) CHECK_MSG(strstr(logbuf, "dynamic from now on") == NULL && info.symbolic_dims == 0, "log: %s", logbuf);
+    kn_fn_free(f);
+    model_free(ctx, m);
+    kn_ctx_free(ctx);
+}
+
+/* ---- a whole training step with Adam, in two contexts ---- */
+
+typedef struct {
+    Model *m;
+    kn_optim *opt;
+} Step;
+
+static kn_status step_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Step *st = user;
+    (void)nin;
+    (void)nout;
+    kn_optim_zero_grad(st->opt);
+    kn_tensor *loss = model_loss(ctx, st->m, in[0], in[1], 1);
+    if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(st->opt) != KN_OK) return kn_last_status(ctx);
+    out[0] = loss;
+    return KN_OK;
+}
+
+/* b's tensor t as a tensor of a */
+static kn_tensor *across(kn_ctx *a, kn_ctx *b, kn_tensor *t)
+{
+    float *buf = malloc((size_t)kn_numel(t) * 4 + 4);
+    kn_read(b, t, buf, (size_t)kn_numel(t) * 4);
+    kn_tensor *r = kn_tensor_from(a, KN_F32, kn_ndim(t), kn_shape(t), buf);
+    free(buf);
+    return r;
+}
+
+/* sgd: SGD with momentum, whose first step (no buffer yet) traces another
+ * graph; want: the entries expected (0: want_entries), why: a log line expected */
+static void test_train_sweep(int bi, int dyn, const char *model, ModelCfg cfg, int sgd, int want, const char *why)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 5}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 5});
+    Model *ma = model_new(ca, model, &cfg), *mb = model_new(cb, model, &cfg);
+    kn_sgd_opts so = {.lr = 0.05, .momentum = 0.9};
+    Step sa = {ma, sgd ? kn_sgd(ca, model_params(ma), model_nparams(ma), &so)
+                       : kn_adam(ca, model_params(ma), model_nparams(ma), NULL)};
+    Step sb = {mb, sgd ? kn_sgd(cb, model_params(mb), model_nparams(mb), &so)
+                       : kn_adam(cb, model_params(mb), model_nparams(mb), NULL)};
+    kn_set_log(ca, sink, NULL);
+    kn_set_logs(ca, "recompiles");
+    logbuf[0] = 0;
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = (kn_dynamic)dyn, .params = model_params(ma),
+                         .nparams = model_nparams(ma), .name = model};
+    kn_fn *f = kn_compile(ca, step_body, &sa, &o);
+    double worst_loss = 0, worst = 0;
+    for (int c = 0; c < 5; c++) {
+        kn_scope_begin(ca);
+        kn_scope_begin(cb);
+        kn_tensor *x, *y, *x2, *y2, *la[1] = {0}, *lb[1] = {0};
+        CHECK(model_batch(ca, ma, sweep[c], &x, &y) == KN_OK && model_batch(cb, mb, sweep[c], &x2, &y2) == KN_OK);
+        kn_tensor *in[2] = {x, y}, *in2[2] = {x2, y2};
+        kn_status s = kn_call(f, in, 2, la, 1);
+        CHECK_MSG(s == KN_OK, "%s %s %s B=%lld: %s", bname[bi], dname[dyn], model, (long long)sweep[c],
+                  kn_last_error(ca));
+        CHECK(step_body(cb, &sb, in2, 2, lb, 1) == KN_OK);
+        double a = 0, b = 0;
+        if (!s) kn_item(ca, la[0], &a);
+        kn_item(cb, lb[0], &b);
+        double d = fabs(a - b) / fabs(b);
+        if (!(d <= worst_loss)) worst_loss = d;
+        for (int i = 0; i < model_nparams(ma); i++) {
+            kn_tensor *t = across(ca, cb, model_params(mb)[i]);
+            double pd = max_diff(ca, model_params(ma)[i], ca, t);
+            kn_free(ca, t);
+            if (!(pd <= worst)) worst = pd;
+        }
+        kn_free(ca, x), kn_free(ca, y), kn_free(cb, x2), kn_free(cb, y2);
+        kn_scope_end(ca);
+        kn_scope_end(cb);
+    }
+    CHECK_MSG(worst_loss < 1e-4 && worst < 1e-4, "%s %s %s: loss rel err %g, params %g", bname[bi], dname[dyn], model,
+              worst_loss, worst);
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == (want ? want : want_entries(&info, dyn)) && info.eager_calls == 0,
+              "%s %s %s: %d entries; log: %s", bname[bi], dname[dyn], model, info.entries, logbuf);
+    if (why) CHECK_MSG(strstr(logbuf, why) != NULL, "%s %s %s: log: %s", bname[bi], dname[dyn], model, logbuf);
+    kn_fn_free(f);
+    kn_optim_free(sa.opt);
+    kn_optim_free(sb.opt);
+    model_free(ca, ma);
+    model_free(cb, mb);
+    kn_ctx_free(ca);
+    kn_ctx_free(cb);
+}
+
+/* ---- a compiled forward whose backward runs later (a tape region) ---- */
+
+static kn_status fwd_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Net *n = user;
+    (void)nin;
+    (void)nout;
+    out[0] = model_forward(ctx, n->m, in[0], 1);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_region_sweep(int bi, int dyn)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 3}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 3});
+    ModelCfg cfg = {0};
+    Model *ma = model_new(ca, "mlp", &cfg), *mb = model_new(cb, "mlp", &cfg);
+    Net na = {ma};
+    kn_set_log(ca, sink, NULL);
+    kn_set_logs(ca, "recompiles");
+    logbuf[0] = 0;
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = (kn_dynamic)dyn, .params = model_params(ma),
+                         .nparams = model_nparams(ma), .name = "mlp_fwd"};
+    kn_fn *f = kn_compile(ca, fwd_body, &na, &o);
+    double worst = 0;
+    for (int c = 0; c < 5; c++) {
+        kn_scope_begin(ca);
+        kn_scope_begin(cb);
+        kn_tensor *x, *y, *x2, *y2, *logits[1] = {0};
+        CHECK(model_batch(ca, ma, sweep[c], &x, &y) == KN_OK && model_batch(cb, mb, sweep[c], &x2, &y2) == KN_OK);
+        kn_status s = kn_call(f, &x, 1, logits, 1);
+        CHECK_MSG(s == KN_OK, "%s %s region B=%lld: %s", bname[bi], dname[dyn], (long long)sweep[c], kn_last_error(ca));
+        kn_tensor *la = s ? NULL : kn_cross_entropy(ca, logits[0], y, NULL), *lb = model_loss(cb, mb, x2, y2, 1);
+        CHECK(la && kn_backward(ca, la, 0) == KN_OK);
+        CHECK(lb && kn_backward(cb, lb, 0) == KN_OK);
+        for (int i = 0; la && lb && i < model_nparams(ma); i++) {
+            kn_tensor *ga = kn_grad(ca, model_params(ma)[i]), *gb = kn_grad(cb, model_params(mb)[i]);
+            kn_tensor *t = gb ? across(ca, cb, gb) : NULL;
+            double d = ga && t ? max_diff(ca, ga, ca, t) : INFINITY;
+            if (!(d <= worst)) worst = d;
+        }
+        kn_zero_grad(ca, model_params(ma), model_nparams(ma));
+        kn_zero_grad(cb, model_params(mb), model_nparams(mb));
+        kn_free(ca, x), kn_free(ca, y), kn_free(cb, x2), kn_free(cb, y2);
+        kn_scope_end(ca);
+        kn_scope_end(cb);
+    }
+    CHECK_MSG(worst < 1e-4, "%s %s region: grads differ from eager by %g", bname[bi], dname[dyn], worst);
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == want_entries(&info, dyn) && info.graphs == 2, "%s %s region: %d entries, %d graphs; log: %s",
+              bname[bi], dname[dyn], info.entries, info.graphs, logbuf);
+    kn_fn_free(f);
+    model_free(ca, ma);
+    model_free(cb, mb);
+    kn_ctx_free(ca);
+    kn_ctx_free(cb);
+}
+
+/* ---- what cannot be generic specialises ---- */
+
+/* x * B*B: a constant that is not affine in the batch */
+static kn_status square_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    int64_t b = kn_shape(in[0])[0];
+    out[0] = kn_mul(ctx, in[0], kn_scalar(ctx, (double)(b * b)));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+/* the outer product of x's first column, flattened: a size B*B */
+static kn_status outer_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    int64_t b = kn_shape(in[0])[0], flat[1] = {b * b};
+    kn_tensor *c = kn_slice(ctx, in[0], 1, 0, 1, 1);
+    out[0] = kn_reshape(ctx, kn_mul(ctx, c, kn_transpose(ctx, c, 0, 1)), 1, flat);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+/* reads a value: a graph break */
+static kn_status read_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    double v = 0;
+    kn_tensor *s = kn_sum(ctx, in[0], NULL, 0, 0);
+    if (!s || kn_item(ctx, s, &v) != KN_OK) return kn_last_status(ctx);
+    out[0] = kn_add(ctx, in[0], kn_scalar(ctx, v > 0 ? 1.0 : -1.0));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_specialise(kn_body_fn body, const char *name, const char *why)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 2});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "recompiles");
+    logbuf[0] = 0;
+    kn_compile_opts o = {.backend = KN_BACKEND_INTERP, .name = name};
+    kn_fn *f = kn_compile(ctx, body, NULL, &o);
+    for (int c = 0; c < 4; c++) {
+        kn_scope_begin(ctx);
+        int64_t xs[2] = {sweep[c], 3};
+        kn_tensor *x = kn_randn(ctx, KN_F32, 2, xs), *out[1] = {0}, *want[1] = {0};
+        CHECK_MSG(kn_call(f, &x, 1, out, 1) == KN_OK, "%s B=%lld: %s", name, (long long)sweep[c], kn_last_error(ctx));
+        CHECK(body(ctx, NULL, &x, 1, want, 1) == KN_OK);
+        CHECK_MSG(out[0] && max_diff(ctx, out[0], ctx, want[0]) < 1e-6, "%s B=%lld: differs from eager", name,
+                  (long long)sweep[c]);
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == 4 && info.symbolic_dims == 0, "%s: %d entries", name, info.entries);
+    CHECK_MSG(strstr(logbuf, "in[0] dim 0 specialised to 16: ") != NULL && strstr(logbuf, why) != NULL, "%s log: %s",
+              name, logbuf);
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* ---- guards of a symbolic dim ---- */
+
+static kn_status add_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    out[0] = kn_add(ctx, kn_relu(ctx, in[0]), kn_mean(ctx, in[1], (int[]){1}, 1, 1));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_guards(void)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 4});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "recompiles,guards");
+    logbuf[0] = 0;
+    kn_compile_opts o = {.backend = KN_BACKEND_INTERP, .name = "addm"};
+    kn_fn *f = kn_compile(ctx, add_body, NULL, &o);
+    /* x (B, 4) and z (B, 6): after one change both batch dims are s0; the
+     * two dims apart, or a size 1, fail the generic entry's guards (a size
+     * 1 then compiles a static entry) */
+    int64_t calls[6][2] = {{3, 3}, {7, 7}, {9, 9}, {5, 6}, {1, 1}, {2, 2}};
+    int want_entries[6] = {1, 2, 2, 2, 3, 3};
+    const char *want_log[6] = {NULL, "in[0]: f32 (s0>=2, 4), contiguous", NULL,
+                               "in[1] dim 0: expected s0 = 5 (in[0] dim 0), got 6",
+                               "in[0] dim 0: expected a size >= 2 (s0), got 1", NULL};
+    for (int c = 0; c < 6; c++) {
+        kn_scope_begin(ctx);
+        logbuf[0] = 0;
+        int64_t xs[2] = {calls[c][0], 4}, zs[2] = {calls[c][1], 6};
+        kn_tensor *in[2] = {kn_randn(ctx, KN_F32, 2, xs), kn_randn(ctx, KN_F32, 2, zs)}, *out[1] = {0}, *want[1];
+        kn_status s = kn_call(f, in, 2, out, 1);
+        if (calls[c][0] != calls[c][1]) { /* eager fails too: the broadcast of 5 against 6 */
+            CHECK(s != KN_OK && strstr(kn_last_error(ctx), "broadcast") != NULL);
+            kn_clear_error(ctx);
+        } else {
+            CHECK_MSG(s == KN_OK, "call %d: %s", c, kn_last_error(ctx));
+            CHECK(add_body(ctx, NULL, in, 2, want, 1) == KN_OK);
+            CHECK(out[0] && max_diff(ctx, out[0], ctx, want[0]) < 1e-6);
+        }
+        kn_fn_info info;
+        kn_fn_stats(f, &info);
+        CHECK_MSG(info.entries == want_entries[c], "call %d: %d entries", c, info.entries);
+        if (want_log[c]) CHECK_MSG(strstr(logbuf, want_log[c]) != NULL, "call %d: log: %s", c, logbuf);
+        kn_scope_end(ctx);
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* ---- allocation failure on the dynamic path: an error, never a crash or a leak ---- */
+
+typedef struct {
+    long n, fail_at, blocks;
+    size_t bytes;
+} Hook;
+
+#define HDR 16
+
+static void *hook_alloc(void *user, void *ptr, size_t osize, size_t nsize)
+{
+    Hook *h = user;
+    char *p = ptr ? (char *)ptr - HDR : NULL;
+    if (nsize == 0) {
+        if (p) h->blocks--, h->bytes -= osize, free(p);
+        return NULL;
+    }
+    if (++h->n == h->fail_at) return NULL;
+    char *q = realloc(p, nsize + HDR);
+    if (!q) return NULL;
+    if (!p) h->blocks++;
+    h->bytes += nsize - (p ? osize : 0);
+    return q + HDR;
+}
+
+/* Sizes 3, 7 (the generic entry is made), 9 and 7 (planned per size) with
+ * allocation fail_at failing: returns the allocations made, and counts
+ * calls that failed otherwise than KN_ENOMEM or gave a wrong result.
+ * region: x requires grad, and a backward through the compiled one follows;
+ * dyn: the dynamic setting (off: every size a static entry). */
+static long alloc_run(long fail_at, int region, int dyn, int *bad, int *leak)
+{
+    Hook h = {0, fail_at, 0, 0};
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 4, .alloc = hook_alloc, .alloc_user = &h});
+    if (!ctx) return h.n;
+    kn_compile_opts o = {.backend = KN_BACKEND_INTERP, .dynamic = (kn_dynamic)dyn, .name = "addm"};
+    kn_fn *f = kn_compile(ctx, add_body, NULL, &o);
+    int64_t sizes[4] = {3, 7, 9, 7};
+    for (int c = 0; c < 4 && f; c++) {
+        kn_scope_begin(ctx);
+        int64_t xs[2] = {sizes[c], 4}, zs[2] = {sizes[c], 6};
+        kn_tensor *in[2] = {kn_ones(ctx, KN_F32, 2, xs), kn_ones(ctx, KN_F32, 2, zs)}, *out[1] = {0};
+        if (region && in[0]) in[0] = kn_requires_grad(ctx, in[0], 1);
+        if (in[0] && in[1]) {
+            kn_status s = kn_call(f, in, 2, out, 1);
+            float v[1] = {0}, gv[1] = {0};
+            if (s == KN_OK && (kn_read(ctx, kn_slice(ctx, kn_flatten(ctx, out[0], 0, 1), 0, 0, 1, 1), v, 4) != KN_OK ||
+                               v[0] != 2.0f))
+                s = kn_last_status(ctx) ? kn_last_status(ctx) : KN_EINVAL;
+            if (s == KN_OK && region) { /* relu's grad at 1 is 1 */
+                kn_tensor *g = kn_backward(ctx, kn_sum(ctx, out[0], NULL, 0, 0), 0) == KN_OK ? kn_grad(ctx, in[0]) : NULL;
+                if (!g || kn_read(ctx, kn_slice(ctx, kn_flatten(ctx, g, 0, 1), 0, 0, 1, 1), gv, 4) != KN_OK || gv[0] != 1.0f)
+                    s = kn_last_status(ctx) ? kn_last_status(ctx) : KN_EINVAL;
+            }
+            if (s != KN_OK && s != KN_ENOMEM) {
+                (*bad)++;
+                printf("    fail_at %ld, call %d: %s\n", fail_at, c, kn_last_error(ctx));
+            }
+        }
+        kn_clear_error(ctx);
+        kn_scope_end(ctx);
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+    if (h.blocks || h.bytes) {
+        (*leak)++;
+        printf("    fail_at %ld: %ld blocks, %zu bytes left\n", fail_at, h.blocks, h.bytes);
+    }
+    return h.n;
+}
+
+static void test_alloc_failures(int region, int dyn)
+{
+    int bad = 0, leak = 0;
+    long n = alloc_run(0, region, dyn, &bad, &leak);
+    CHECK(bad == 0 && leak == 0 && n > 100);
+    for (long i = 1; i <= n; i++) alloc_run(i, region, dyn, &bad, &leak);
+    CHECK_MSG(bad == 0 && leak == 0, "over %ld allocations (%s%s): %d calls failed otherwise than out of memory, "
+              "%d leaks", n, dname[dyn], region ? ", region" : "", bad, leak);
+}
+
+int main(void)
+{
+    for (int bi = 0; bi < 3; bi++)
+        for (int dyn = 0; dyn < 3; dyn++) test_infer_sweep(bi, dyn, 0);
+    test_infer_sweep(0, 0, 1);
+    for (int bi = 0; bi < 3; bi++) test_train_sweep(bi, 0, "mlp", (ModelCfg){0}, 0, 0, NULL);
+    test_train_sweep(0, 1, "mlp", (ModelCfg){0}, 0, 0, NULL);
+    test_train_sweep(0, 2, "mlp", (ModelCfg){0}, 0, 0, NULL);
+    test_train_sweep(0, 0, "mlp", (ModelCfg){0}, 1, 0, NULL);
+    /* on: the first step of SGD with momentum has no buffer; the probes
+     * after it read it: not one graph, so it specialises; the next is generic */
+    test_train_sweep(0, 1, "mlp", (ModelCfg){0}, 1, 2, "in[0] dim 0 specialised to 8: the trace at size 9 has other inputs or outputs");
+    /* gpt's tokens (B, T): the batch dim is generic */
+    ModelCfg gpt = {.vocab = 50, .context = 7, .d = 16, .layers = 2, .heads = 2};
+    test_train_sweep(0, 0, "gpt", gpt, 0, 0, "generic in s0 = in[0] dim 0");
+    test_train_sweep(0, 1, "gpt", gpt, 0, 0, NULL);
+    /* on, with B = T = 8 at the first call: both are s0, but T cannot pass the
+     * context; both specialise, and the next size makes the batch generic */
+    gpt.context = 8;
+    test_train_sweep(0, 1, "gpt", gpt, 0, 2, "in[0] dim 0 specialised to 8: tracing at size 9: model_loss: gpt: tokens "
+                     "have T = 9 positions, more than the context 8");
+    for (int bi = 0; bi < 3; bi++) test_region_sweep(bi, 0);
+    test_region_sweep(0, 1);
+    test_specialise(square_body, "square", "makes constants of other values");
+    test_specialise(outer_body, "outer", "not affine in the size");
+    test_specialise(read_body, "read", "reads a value");
+    test_guards();
+    test_alloc_failures(0, 0);
+    test_alloc_failures(1, 0);
+    test_alloc_failures(1, 2); /* the static region path too */
+    TEST_END("test_dynamic");
+}
