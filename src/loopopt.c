@@ -736,6 +736,37 @@ static int mark(Opt *o, const LoopOptions *opt)
 
 static ExprId simplify_fx(Opt *o, ExprId e) { return simplify(o, e); }
 
+/* ---- ranges for targets ---- */
+
+enum { RANGE_VARS = 64 }; /* vars loopopt_range knows; kernels have a handful */
+
+/* Binds the var of every loop reachable from s to the union of its ranges. */
+static int bind_all(const Kernel *k, IrRef s, int64_t *hi, uint8_t *known, int depth)
+{
+    int64_t e;
+    for (; s; s = k->nodes[s].next) {
+        const IrNode *x = &k->nodes[s];
+        if (x->kind != IR_LOOP) continue;
+        if (depth > IR_MAX_NEST || x->var < 0 || x->var >= RANGE_VARS || !expr_as_const(k->ex, x->index, &e) || e < 1)
+            return 0;
+        if (!known[x->var] || clamp_big(e - 1) > hi[x->var]) hi[x->var] = clamp_big(e - 1);
+        known[x->var] = 1;
+        if (!bind_all(k, x->child, hi, known, depth + 1)) return 0;
+    }
+    return 1;
+}
+
+int loopopt_range(const Kernel *k, ExprId e, int64_t *lo, int64_t *hi)
+{
+    int64_t vlo[RANGE_VARS] = {0}, vhi[RANGE_VARS] = {0};
+    uint8_t known[RANGE_VARS] = {0};
+    if (!k || k->nvars > RANGE_VARS || !bind_all(k, k->body, vhi, known, 0)) return 0;
+    Opt o;
+    memset(&o, 0, sizeof o);
+    o.k = (Kernel *)k, o.ex = k->ex, o.lo = vlo, o.hi = vhi, o.known = known;
+    return range(&o, e, lo, hi);
+}
+
 int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *opt)
 {
     LoopOptions none;
