@@ -497,7 +497,10 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
                     continue;
                 }
                 while (!mat[r] && is_view((Op)g->nodes[r].op) && g->nodes[r].op != OP_PAD) r = g->nodes[r].src[0];
-                if (!mat[r]) mat[r == u || !fused[r] ? u : r] = 1; /* a view of a reduction: the reduction */
+                /* a view of a reduction: the reduction; of a pointwise value: the value, so that
+                 * its kernel keeps the value's shape (layer_norm's rows, then flattened for a
+                 * linear: one row kernel), and the view is read through strides where it can be */
+                if (!mat[r]) mat[r == u || (!fused[r] && !is_pointwise((Op)g->nodes[r].op)) ? u : r] = 1;
                 /* a view the template cannot read (batch dims that do not collapse to one stride, as
                  * attention's heads permuted out of the rows): a contiguous copy of its own */
                 uint32_t root;
