@@ -113,6 +113,24 @@ int main(void)
     arena_free(&a2);
     end(ctx);
 
+    /* a residual stream x + a1 + a2 + a3 + a4, each partial sum read by a
+     * kernel of its own: the first that reads four buffers is computed
+     * once (the later ones read it), the earlier ones are recomputed */
+    {
+        kn_tensor *r = x, *o[4], *in[4];
+        uint32_t on[4];
+        for (int k = 0; k < 4; k++) in[k] = kn_randn(ctx, KN_F32, 2, s48);
+        begin(ctx);
+        for (int k = 0; k < 4; k++) {
+            r = kn_add(ctx, r, in[k]);
+            o[k] = kn_exp(ctx, r);
+            on[k] = o[k]->node;
+        }
+        check_schedule(ctx, on, 4, "%4 exp <- %3 add\n%7 exp <- %3 add %6 add\n%9 add <- %3 add %6 add\n%10 exp <-\n"
+                                   "%13 exp <- %12 add\n");
+    }
+    end(ctx);
+
     /* layer_norm over the rows of (2, 3, 8), flattened to (6, 8) for a
      * linear: one row kernel of the normalised value's own shape, which the
      * dot reads through the reshape */
