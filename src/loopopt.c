@@ -127,7 +127,93 @@ static int range(const Opt *o, ExprId e, int64_t *lo, int64_t *hi)
 
 /* ---- pass 1: simplify ----
  * x//c = q and x%c = x - q*c when c > 0 and x stays in [q*c, q*c + c);
- * max and min pick the operand that always wins. Rebuilt bottom-up. */
+ * a sum splits as below; max and min pick the operand that always wins.
+ * Rebuilt bottom-up. */
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    a = a < 0 ? -a : a, b = b < 0 ? -b : b;
+    while (b) {
+        int64_t r = a % b;
+        a = b, b = r;
+    }
+    return a;
+}
+
+/* The coefficient of a term of a canonical sum: c of a product, else 1. */
+static int64_t term_coef(const ExprTable *t, ExprId e)
+{
+    const ExprNode *x = expr_node(t, e);
+    return x && x->kind == EX_MUL ? x->c : 1;
+}
+
+/* a//c or a%c (kind) for a sum a = g*A + R, c > 0, where g divides c and
+ * every coefficient of A's terms, and R stays in [0, g): then a//c is
+ * A//(c/g) and a%c is g*(A%(c/g)) + R, because floor((g*A + R)/(g*b)) =
+ * floor((A + R/g)/b) = floor(A/b) for an integer A and 0 <= R/g < 1. (A
+ * flattened index read back through a reshape, (s0*1024 + s1)//131072 with
+ * s1 < 1024, is s0//128 and leaves the inner loop free of division.) A
+ * takes the terms of largest |coefficient| first; 0 when no split holds. */
+static ExprId split_div(Opt *o, int kind, ExprId a, int64_t c)
+{
+    ExprTable *t = o->ex;
+    const ExprNode *x = expr_node(t, a);
+    ExprId terms[EXPR_MAX_ARGS];
+    int n = x ? x->n : 0;
+    int64_t k0 = x ? x->c : 0, g = c, l, h;
+    if (!x || x->kind != EX_ADD) return 0;
+    memcpy(terms, x->args, (size_t)n * sizeof *terms); /* x may move as the table grows */
+    for (int i = 1; i < n; i++) /* insertion sort by |coefficient|, largest first */
+        for (int j = i; j > 0; j--) {
+            int64_t p = term_coef(t, terms[j - 1]), q = term_coef(t, terms[j]);
+            if ((p < 0 ? -p : p) >= (q < 0 ? -q : q)) break;
+            ExprId s = terms[j];
+            terms[j] = terms[j - 1], terms[j - 1] = s;
+        }
+    for (int j = 0; j < n; j++) {
+        g = gcd64(g, term_coef(t, terms[j]));
+        if (g <= 1) return 0;
+        ExprId r = expr_const(t, k0), big = expr_const(t, 0);
+        for (int i = j + 1; i < n; i++) r = expr_add(t, r, terms[i]);
+        if (!r || !range(o, r, &l, &h) || l < 0 || h >= g) continue;
+        for (int i = 0; i <= j; i++) big = expr_add(t, big, terms[i]);
+        ExprId q = expr_floordiv(t, big, expr_const(t, g)), b = expr_const(t, c / g); /* exact */
+        if (kind == EX_FLOORDIV) return expr_floordiv(t, q, b);
+        return expr_add(t, expr_mul(t, expr_mod(t, q, b), expr_const(t, g)), r);
+    }
+    return 0;
+}
+
+/* k*(x%c) + k*c*(x//c) is k*x, for any integer x and c > 0: the sum e
+ * with every pair of terms so joined. What split_div leaves of a flattened
+ * index, (s0//128)*131072 + (s0%128)*1024, is s0*1024 again. */
+static ExprId rejoin(ExprTable *t, ExprId e)
+{
+    const ExprNode *x = expr_node(t, e);
+    ExprId a[EXPR_MAX_ARGS];
+    int n = x ? x->n : 0, joined = 0;
+    int64_t k0 = x ? x->c : 0;
+    if (!x || x->kind != EX_ADD) return e;
+    memcpy(a, x->args, (size_t)n * sizeof *a); /* x may move as the table grows */
+    for (int i = 0; i < n; i++) {
+        const ExprNode *m = expr_node(t, a[i]);
+        int64_t k = 1, c, kc;
+        if (m && m->kind == EX_MUL && m->n == 1) k = m->c, m = expr_node(t, m->args[0]);
+        if (!m || m->kind != EX_MOD || !positive_const(t, m->args[1], &c) || !mul_ok(k, c, &kc)) continue;
+        ExprId num = m->args[0], quo = expr_mul(t, expr_floordiv(t, num, m->args[1]), expr_const(t, kc));
+        for (int j = 0; j < n; j++)
+            if (j != i && quo && a[j] == quo) {
+                ExprId y = expr_mul(t, num, expr_const(t, k));
+                if (y) a[i] = y, a[j] = expr_const(t, 0), joined = 1;
+                break;
+            }
+    }
+    if (!joined) return e;
+    ExprId r = expr_const(t, k0);
+    for (int i = 0; i < n; i++) r = expr_add(t, r, a[i]);
+    return r;
+}
+
 static ExprId simplify(Opt *o, ExprId e)
 {
     const ExprNode *x = expr_node(o->ex, e);
@@ -143,7 +229,7 @@ static ExprId simplify(Opt *o, ExprId e)
     case EX_ADD:
         r = expr_const(t, k0);
         for (int i = 0; i < n; i++) r = expr_add(t, r, args[i]);
-        return r;
+        return rejoin(t, r);
     case EX_MUL:
         r = expr_const(t, k0);
         for (int i = 0; i < n; i++) r = expr_mul(t, r, args[i]);
@@ -153,6 +239,7 @@ static ExprId simplify(Opt *o, ExprId e)
         if (positive_const(t, args[1], &c) && range(o, args[0], &l, &h) && fdiv(l, c) == fdiv(h, c))
             return kind == EX_FLOORDIV ? expr_const(t, fdiv(l, c))
                                        : expr_sub(t, args[0], expr_const(t, fdiv(l, c) * c));
+        if (positive_const(t, args[1], &c) && (r = split_div(o, kind, args[0], c))) return r;
         return kind == EX_FLOORDIV ? expr_floordiv(t, args[0], args[1]) : expr_mod(t, args[0], args[1]);
     case EX_MAX:
     case EX_MIN:
@@ -648,6 +735,37 @@ static int mark(Opt *o, const LoopOptions *opt)
 /* ---- the passes in order ---- */
 
 static ExprId simplify_fx(Opt *o, ExprId e) { return simplify(o, e); }
+
+/* ---- ranges for targets ---- */
+
+enum { RANGE_VARS = 64 }; /* vars loopopt_range knows; kernels have a handful */
+
+/* Binds the var of every loop reachable from s to the union of its ranges. */
+static int bind_all(const Kernel *k, IrRef s, int64_t *hi, uint8_t *known, int depth)
+{
+    int64_t e;
+    for (; s; s = k->nodes[s].next) {
+        const IrNode *x = &k->nodes[s];
+        if (x->kind != IR_LOOP) continue;
+        if (depth > IR_MAX_NEST || x->var < 0 || x->var >= RANGE_VARS || !expr_as_const(k->ex, x->index, &e) || e < 1)
+            return 0;
+        if (!known[x->var] || clamp_big(e - 1) > hi[x->var]) hi[x->var] = clamp_big(e - 1);
+        known[x->var] = 1;
+        if (!bind_all(k, x->child, hi, known, depth + 1)) return 0;
+    }
+    return 1;
+}
+
+int loopopt_range(const Kernel *k, ExprId e, int64_t *lo, int64_t *hi)
+{
+    int64_t vlo[RANGE_VARS] = {0}, vhi[RANGE_VARS] = {0};
+    uint8_t known[RANGE_VARS] = {0};
+    if (!k || k->nvars > RANGE_VARS || !bind_all(k, k->body, vhi, known, 0)) return 0;
+    Opt o;
+    memset(&o, 0, sizeof o);
+    o.k = (Kernel *)k, o.ex = k->ex, o.lo = vlo, o.hi = vhi, o.known = known;
+    return range(&o, e, lo, hi);
+}
 
 int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *opt)
 {

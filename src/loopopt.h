@@ -47,4 +47,11 @@ typedef struct {
  * NULL (defaults). The result passes ir_verify when k did. */
 int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *o);
 
+/* [*lo, *hi] bounds index e of a statement of k wherever it stands: every
+ * loop var ranges over [0, extent) of the loop that binds it (the widest,
+ * if several reachable loops do). 1, or 0 when nothing is known (a var
+ * bound by no loop or by a symbolic extent, a possible overflow). For a
+ * target deciding whether a load is in bounds without its guard. */
+int loopopt_range(const Kernel *k, ExprId e, int64_t *lo, int64_t *hi);
+
 #endif

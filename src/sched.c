@@ -87,6 +87,27 @@ static int fused_ops(const Graph *g, const uint8_t *mat, const uint8_t *fused, u
     return ops;
 }
 
+/* The buffers (materialised nodes) of at least v's size that v, fused into
+ * a reader, reads: its unmaterialised subtree's, each once, counting up to
+ * limit and visiting at most SCHED_WIDE_VISIT nodes (mark: per node, the
+ * stamp of the walk that saw it). */
+enum { SCHED_WIDE_VISIT = 256 };
+
+static int wide_inputs(const Graph *g, const uint8_t *mat, const uint8_t *fused, uint32_t *mark, uint32_t stamp,
+                       uint32_t v, int64_t numel, int limit, int *visits)
+{
+    int found = 0;
+    const Node *n = &g->nodes[v];
+    for (int s = 0; s < n->nsrc && found < limit && *visits < SCHED_WIDE_VISIT; s++) {
+        uint32_t u = n->src[s];
+        if (mark[u] == stamp) continue;
+        mark[u] = stamp, ++*visits;
+        if (mat[u]) found += tensor_numel(g->nodes[u].ndim, g->nodes[u].shape) >= numel;
+        else if (!fused[u]) found += wide_inputs(g, mat, fused, mark, stamp, u, numel, limit - found, visits);
+    }
+    return found;
+}
+
 #define NO_KERNEL 0u           /* owner: no kernel reads it (dead) */
 #define MANY_KERNELS UINT32_MAX /* owner: read by two kernels or more */
 
@@ -450,10 +471,12 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
     uint8_t *memo2 = arena_alloc(a, g->n);
     uint8_t *bad = arena_alloc(a, g->n);
     uint32_t *owner = arena_alloc(a, g->n * sizeof *owner);
-    uint32_t *seen = arena_alloc(a, 5 * (size_t)g->n * sizeof *seen);
-    if (!mat || !memo || !memo2 || !fused || !bad || !owner || !seen)
+    uint32_t *seen = arena_alloc(a, 5 * (size_t)g->n * sizeof *seen), *mark = arena_alloc(a, g->n * sizeof *mark);
+    uint32_t stamp = 0;
+    if (!mat || !memo || !memo2 || !fused || !bad || !owner || !seen || !mark)
         return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
     memset(seen, 0, 5 * (size_t)g->n * sizeof *seen);
+    memset(mark, 0, g->n * sizeof *mark);
     for (uint32_t v = 1; v < g->n; v++) {
         Op op = (Op)g->nodes[v].op;
         mat[v] = op == OP_INPUT || is_anchor(op);
@@ -497,7 +520,10 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
                     continue;
                 }
                 while (!mat[r] && is_view((Op)g->nodes[r].op) && g->nodes[r].op != OP_PAD) r = g->nodes[r].src[0];
-                if (!mat[r]) mat[r == u || !fused[r] ? u : r] = 1; /* a view of a reduction: the reduction */
+                /* a view of a reduction: the reduction; of a pointwise value: the value, so that
+                 * its kernel keeps the value's shape (layer_norm's rows, then flattened for a
+                 * linear: one row kernel), and the view is read through strides where it can be */
+                if (!mat[r]) mat[r == u || (!fused[r] && !is_pointwise((Op)g->nodes[r].op)) ? u : r] = 1;
                 /* a view the template cannot read (batch dims that do not collapse to one stride, as
                  * attention's heads permuted out of the rows): a contiguous copy of its own */
                 uint32_t root;
@@ -531,6 +557,24 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
         for (uint32_t v = g->n; v-- > 1;) {
             if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || owner[v] != MANY_KERNELS) continue;
             if (fused_cost(g, mat, memo, v)) {
+                mat[v] = changed = 1;
+                break; /* the owners change */
+            }
+        }
+        if (changed) continue;
+        /* a cheap value read by several kernels that itself reads
+         * SCHED_WIDE buffers of its size: once, rather than each reader
+         * reading them all. k readers of a value over m buffers read k*m
+         * buffers, against m + 1 + k through a buffer of its own: fewer
+         * for every k >= 2 once m >= 4. The earliest such value first, so
+         * that later ones build on it (a residual stream x + f(x) + g(x)
+         * + ..., which every layer_norm would otherwise recompute from the
+         * start: quadratic in the layers) */
+        for (uint32_t v = 1; v < g->n; v++) {
+            if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || owner[v] != MANY_KERNELS) continue;
+            int visits = 0;
+            if (wide_inputs(g, mat, fused, mark, ++stamp, v, tensor_numel(g->nodes[v].ndim, g->nodes[v].shape),
+                            SCHED_WIDE, &visits) >= SCHED_WIDE) {
                 mat[v] = changed = 1;
                 break; /* the owners change */
             }

@@ -13,6 +13,7 @@
 #define SCHED_MAX_ROW 16 /* reductions fused into one kernel, at most */
 #define SCHED_MANY_READS 4 /* a pointwise value of 4 ops or more read at this many places (through views) is materialised */
 #define SCHED_LONG 32      /* so is one of this many ops read by two */
+#define SCHED_WIDE 4       /* so is a cheap value read by two kernels or more that reads this many buffers of its size */
 
 typedef struct {
     uint8_t *materialised; /* per graph node: 1 if it has a buffer of its own */

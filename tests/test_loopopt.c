@@ -273,6 +273,24 @@ int main(void)
            "    for s1 in 4\n"
            "      b0[s0*4+s1] = add(b1[s0*4+s1], b1[s0*4])\n"
            "      b2[s0*4+s1] = idx(s0+1)\n");
+    /* a sum over a divisor: (s0*8+s1)//32 is s0//4 and (s0*8+s1)%32 is
+     * (s0%4)*8+s1 while s1 < 8, and (s0//4)*32+(s0%4)*8 joins into s0*8, so
+     * a flattened index read back through a reshape is plain again; with
+     * s1 up to 8 (b2's store) neither rule holds */
+    hand(ctx,
+         "kernel k(out b0 f32[96], in b1 f32[96], out b2 i64[108])\n"
+         "  for s0 in 12\n"
+         "    for s1 in 8\n"
+         "      b0[s0*8+s1] = add(b1[s1+(s0*8+s1)//32*32+s0%4*8], b1[s0//4*32+(s0*8+s1)%32])\n"
+         "    for s2 in 9\n"
+         "      b2[s0*9+s2] = idx((s0*8+s2)//32-(s0*8+s2+4)%16)\n",
+         &o,
+           "kernel k(out b0 f32[96], in b1 f32[96], out b2 i64[108])\n"
+           "  for s0 in 12\n"
+           "    for s1 in 8 vector(8)\n"
+           "      b0[s0*8+s1] = add(b1[s0*8+s1], b1[s0*8+s1])\n"
+           "    for s2 in 9 vector(8)\n"
+           "      b2[s0*9+s2] = idx((s0*8+s2)//32-(s0*8+s2+4)%16)\n");
     /* three loops collapse into one; rand's counter is an index too */
     hand(ctx,
          "kernel k(out b0 f32[24], in b1 f32[24], out b2 f32[24])\n"

@@ -645,6 +645,9 @@ static void test_composites(kn_ctx *ctx, kn_dtype dt)
     int64_t tv[7] = {0, 12, 5, 3, 3, 7, 1};
     kn_tensor *target = kn_tensor_from(ctx, KN_I64, 1, &s7, tv);
     kn_conv_opts co = {{2, 1}, {1, 2}, {1, 1}, {0, 0}, 1};
+    int64_t sq[4] = {2, 3, 7, 5}; /* (B, H, T, E) */
+    kn_tensor *q = kn_to(ctx, kn_randn(ctx, KN_F32, 4, sq), dt), *kk = kn_to(ctx, kn_randn(ctx, KN_F32, 4, sq), dt);
+    kn_tensor *v = kn_to(ctx, kn_randn(ctx, KN_F32, 4, sq), dt);
     snprintf(name, sizeof name, "composites_%s", DTN[dt]);
     begin(ctx, &o, name);
     out(&o, kn_softmax(ctx, x, 1), 0);
@@ -654,6 +657,8 @@ static void test_composites(kn_ctx *ctx, kn_dtype dt)
     out(&o, kn_gelu(ctx, x, 1), 0);
     out(&o, kn_conv2d(ctx, cx, cw, cb, &co), 0);
     out(&o, kn_cross_entropy(ctx, x, target, NULL), 0);
+    /* causal attention: the mask's where over the scores inside the max reduction, as a select */
+    out(&o, kn_scaled_dot_product_attention(ctx, q, kk, v, NULL, 1, 0.0), 0);
     finish(&o);
     kn_scope_end(ctx);
 }
@@ -962,6 +967,64 @@ static void test_text(void)
     kn_ctx_free(ctx);
 }
 
+/* A where both of whose branches may run whatever the mask says (a
+ * constant, a load in range over every loop) renders as a select; one
+ * whose load leaves its buffer where the mask is false (a pad's) keeps ?:.
+ * Both compute the same values in each dialect; b1 is the last of its
+ * allocation, so the guarded load at s0*4+s1+1 = 16 would read past it. */
+static void test_select(int how, const CIsa *isa)
+{
+    static const char text[] =
+        "kernel sel(out b0 f32[16], in b1 f32[16], out b2 f32[16], out b3 f32[4])\n"
+        "  for s0 in 4\n"
+        "    for s1 in 4\n"
+        "      b0[s0*4+s1] = where(cmplt(idx(s0), idx(s1)), -inf, b1[s0*4+s1])\n"
+        "      b2[s0*4+s1] = where(cmplt(idx(s0*4+s1), 15:i64), b1[s0*4+s1+1], 7)\n"
+        "  for s2 in 4\n"
+        "    acc a0 f32 max\n"
+        "    for s3 in 4\n"
+        "      a0 max= where(cmplt(idx(s2), idx(s3)), -inf, b1[s2*4+s3])\n"
+        "    b3[s2] = a0\n";
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    Arena a;
+    arena_init(&a, ctx);
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    Kernel k;
+    char why[256] = "";
+    ir_init(&k, &a, &ex, "");
+    if (EXPECT(ir_parse(&k, text, why, sizeof why) == 0, "%s", why)) {
+        const Kernel *kp = &k;
+        size_t n = c_render_isa(&kp, 1, isa, NULL, 0);
+        char *src = malloc(n + 1);
+        if (src) c_render_isa(&kp, 1, isa, src, n + 1);
+        CHECK(src && strstr(src, "= KN_SEL(s0 < s1, (-INFINITY), b1[s0*4 + s1]);") != NULL);
+        CHECK(src && strstr(src, "= ((s0*4 + s1) < 15) ? b1[s0*4 + s1 + 1] : 7.0f;") != NULL);
+        CHECK(src && strstr(src, "kn_accmaxf(a0, KN_SEL(s2 < s3, (-INFINITY), b1[s2*4 + s3]))") != NULL);
+        free(src);
+    }
+    expr_free(&ex);
+    arena_free(&a);
+    kn_ctx_free(ctx);
+    float *in = malloc(64 * sizeof *in), *b1 = in + 48, b0[16], b2[16], b3[4];
+    for (int i = 0; in && i < 16; i++) b1[i] = (float)(i * 7 % 11) - 5;
+    void *bufs[4] = {b0, b1, b2, b3};
+    if (in && run_ir_isa(how, isa, text, bufs)) {
+        int bad = 0;
+        for (int i = 0; i < 16; i++) {
+            float w0 = i / 4 < i % 4 ? -INFINITY : b1[i], w2 = i < 15 ? b1[i + 1] : 7;
+            bad += b0[i] != w0 || b2[i] != w2;
+        }
+        for (int r = 0; r < 4; r++) {
+            float m = b1[r * 4];
+            for (int c = 1; c <= r; c++) m = b1[r * 4 + c] > m ? b1[r * 4 + c] : m;
+            bad += b3[r] != m;
+        }
+        EXPECT(!bad, "select: %d values differ (%s)", bad, isa ? isa->name : "scalar");
+    }
+    free(in);
+}
+
 int main(void)
 {
     if (!port_jit_available(PORT_TCC) && !port_jit_available(PORT_CC)) {
@@ -972,6 +1035,9 @@ int main(void)
     EXPECT(port_jit_available(PORT_CC), "PORT_CC is not available");
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_text();
+    test_select(PORT_TCC, NULL);
+    test_select(PORT_CC, NULL);
+    test_select(PORT_CC, c_isa_host());
     for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_checks(how), test_loops(how), test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
     test_threads(PORT_TCC, NULL);

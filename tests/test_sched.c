@@ -113,6 +113,43 @@ int main(void)
     arena_free(&a2);
     end(ctx);
 
+    /* a residual stream x + a1 + a2 + a3 + a4, each partial sum read by a
+     * kernel of its own: the first that reads four buffers is computed
+     * once (the later ones read it), the earlier ones are recomputed */
+    {
+        kn_tensor *r = x, *o[4], *in[4];
+        uint32_t on[4];
+        for (int k = 0; k < 4; k++) in[k] = kn_randn(ctx, KN_F32, 2, s48);
+        begin(ctx);
+        for (int k = 0; k < 4; k++) {
+            r = kn_add(ctx, r, in[k]);
+            o[k] = kn_exp(ctx, r);
+            on[k] = o[k]->node;
+        }
+        check_schedule(ctx, on, 4, "%4 exp <- %3 add\n%7 exp <- %3 add %6 add\n%9 add <- %3 add %6 add\n%10 exp <-\n"
+                                   "%13 exp <- %12 add\n");
+    }
+    end(ctx);
+
+    /* layer_norm over the rows of (2, 3, 8), flattened to (6, 8) for a
+     * linear: one row kernel of the normalised value's own shape, which the
+     * dot reads through the reshape */
+    {
+        int64_t s238[3] = {2, 3, 8}, s68[2] = {6, 8};
+        kn_tensor *x3 = kn_randn(ctx, KN_F32, 3, s238);
+        kn_tensor *lw = kn_randn(ctx, KN_F32, 1, &d8), *lb = kn_randn(ctx, KN_F32, 1, &d8);
+        begin(ctx);
+        kn_tensor *wt = kn_transpose(ctx, w, 0, 1); /* first: node numbers in this order */
+        kn_tensor *h = kn_reshape(ctx, kn_layer_norm(ctx, x3, 1, &d8, lw, lb, 1e-5), 2, s68);
+        y = kn_matmul(ctx, h, wt);
+        check_schedule(ctx, &y->node, 1,
+                       "%29 add <- %4 sum(row) %5 full %6 reshape %7 expand %8 div %9 expand %10 sub %11 mul %12 sum(row) "
+                       "%13 div %14 full %15 reshape %16 expand %17 add %18 sqrt %19 recip %20 expand %21 mul %23 reshape "
+                       "%24 expand %25 mul %27 reshape %28 expand\n"
+                       "%31 dot <- %30 reshape %2 permute\n");
+    }
+    end(ctx);
+
     /* a value of four ops read at five places through views (a conv's
      * windows): computed once; read at two, recomputed in its reader */
     begin(ctx);

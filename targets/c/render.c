@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "render.h"
+#include "../../src/loopopt.h" /* loopopt_range */
 #include "../../port/port.h" /* PORT_PART */
 
 /* ---- per-dtype strings ---- */
@@ -787,15 +788,41 @@ static Val *dag_walk(R *r, IrRef ref, IrRef user, int depth)
     return v;
 }
 
-/* Marks what is evaluated whatever the wheres choose: all but their branches. */
+/* A where's branch that may be evaluated whatever the mask says: a
+ * constant, or a load without a data-dependent offset whose index stays in
+ * [0, size) over every loop's range. A pad's load, out of range exactly
+ * where its mask is false, is not one. */
+static int speculable(const R *r, IrRef ref, IrRef user)
+{
+    const IrNode *x = value_at(r->k, ref, user);
+    int64_t lo, hi, size;
+    if (!x) return 0;
+    if (x->kind == IR_CONST) return 1;
+    return x->kind == IR_LOAD && !x->a && x->buf >= 0 && x->buf < r->k->nbufs
+           && expr_as_const(r->k->ex, r->k->bufs[x->buf].size, &size) && loopopt_range(r->k, x->index, &lo, &hi)
+           && lo >= 0 && hi < size;
+}
+
+/* A float where both of whose branches are speculable: a branch-free
+ * select (KN_SEL), which cc vectorises where it keeps a ?: over a load
+ * scalar (gpt's causal mask inside softmax's max reduction). */
+static int select_where(const R *r, const IrNode *x, IrRef self)
+{
+    return x->kind == IR_OP && x->op == OP_WHERE && (x->dtype == KN_F32 || x->dtype == KN_F64)
+           && speculable(r, x->b, self) && speculable(r, x->c, self);
+}
+
+/* Marks what is evaluated whatever the wheres choose: all but the branches
+ * of a where that is not a select. */
 static void dag_uncond(R *r, IrRef ref, IrRef user)
 {
     const IrNode *x = value_at(r->k, ref, user);
     Val *v = x ? dag_find(r->d, ref, 0) : NULL;
     if (!v || v->uncond) return;
     v->uncond = 1;
+    int sel = select_where(r, x, ref);
     for (int i = 0; i < nops(x); i++)
-        if (!(x->op == OP_WHERE && i > 0)) dag_uncond(r, operand(x, i), ref);
+        if (!(x->op == OP_WHERE && i > 0) || sel) dag_uncond(r, operand(x, i), ref);
 }
 
 /* Analyses the value of one statement; 0 if it is too large for the table. */
@@ -907,6 +934,7 @@ static void put_op(R *r, const IrNode *x, IrRef self, int depth, int bare)
     int fl = last ? dt_is_float((kn_dtype)last->dtype) : dt_is_float(dt);
     const OpFmt *f = &ops[x->op];
     const char *t = fl ? f->flt : last && last->dtype == KN_BOOL && f->boolean ? f->boolean : f->integer;
+    if (select_where(r, x, self)) t = dt == KN_F32 ? "KN_SEL(%0, %1, %2)" : "KN_DSEL(%0, %1, %2)";
     int wrap = f->wrap && !(self == r->unrounded && (dt == KN_F16 || dt == KN_BF16));
     if (wrap) put_part(r->o, dts[dt].wrap, 0);
     put_tmpl(r, t, x, self, depth, 0, wrap ? bare_in(dts[dt].wrap, bare) : bare);
