@@ -702,9 +702,9 @@ static int find_entries(kn_ctx *ctx, Program *p)
  *
  *   key    FNV-1a 64 over the entry format, port_build_id() (this build of
  *          kiln), the target's name and cache_tag, the mode, the outputs and
- *          every node of the graph (interned nodes are zeroed before they
- *          are filled, so their bytes are their value)
- *   entry  <cache dir>/<key>.prog: "KILNPG01", key, body size, FNV-1a 64 of
+ *          kn_hash of every node of the graph (interned nodes are zeroed
+ *          before they are filled, so their bytes are their value)
+ *   entry  <cache dir>/<key>.prog: "KILNPG02", key, body size, kn_hash of
  *          the body (little-endian u64s), then the body: the graph's node
  *          count, the plan (arena size, each node's offset), the steps (node,
  *          kind, a kernel's name and buffers, a dot's spec, window and
@@ -716,9 +716,12 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * field out of range or a missing entry point makes the compile run afresh
  * and write the entry again. max-autotune (whose winners have their own
  * memory) and the logs that show the pipeline's work (fusion, loopir)
- * compile afresh too. */
+ * compile afresh too. The graph and the body (~2 MB for cnn's step) are
+ * hashed 8 bytes at a time (kn_hash): FNV-1a's byte at a time was a fifth of a
+ * warm start's instructions. Its byte order is no concern: the key holds
+ * this build of kiln. */
 
-#define PCACHE_MAGIC "KILNPG01"
+#define PCACHE_MAGIC "KILNPG02"
 #define PCACHE_HEAD 32
 
 typedef struct {
@@ -813,8 +816,9 @@ static uint64_t pcache_key(kn_ctx *ctx, const Graph *g, const uint32_t *outs, in
     h = fnv(h, &mode, sizeof mode);
     h = fnv(h, &nouts, sizeof nouts);
     h = fnv(h, outs, (size_t)nouts * sizeof *outs);
+    uint64_t nodes = kn_hash(g->nodes + 1, (size_t)(g->n - 1) * sizeof *g->nodes);
     h = fnv(h, &g->n, sizeof g->n);
-    h = fnv(h, g->nodes + 1, (size_t)(g->n - 1) * sizeof *g->nodes);
+    h = fnv(h, &nodes, sizeof nodes);
     return h ? h : 1;
 }
 
@@ -872,9 +876,10 @@ static void pcache_store(const Program *p, uint64_t key)
     }
     pc_str(&o, p->src);
     if (!o.oom) {
+        uint64_t sum = kn_hash(o.p + PCACHE_HEAD, o.n - PCACHE_HEAD);
         for (int i = 0; i < 8; i++) {
             o.p[16 + i] = (unsigned char)((o.n - PCACHE_HEAD) >> 8 * i);
-            o.p[24 + i] = (unsigned char)(fnv(0xcbf29ce484222325ull, o.p + PCACHE_HEAD, o.n - PCACHE_HEAD) >> 8 * i);
+            o.p[24 + i] = (unsigned char)(sum >> 8 * i);
         }
         port_write_file(path, o.p, o.n, why);
     }
@@ -984,7 +989,7 @@ static int pcache_load(kn_ctx *ctx, Program *p, uint64_t key)
     if (size < PCACHE_HEAD || memcmp(d, PCACHE_MAGIC, 8)) bad = "no program cache header";
     else if (pc_get(&head) != key) bad = "stale: another key";
     else if (pc_get(&head) != size - PCACHE_HEAD) bad = "corrupt: wrong size";
-    else if (pc_get(&head) != fnv(0xcbf29ce484222325ull, d + PCACHE_HEAD, size - PCACHE_HEAD))
+    else if (pc_get(&head) != kn_hash(d + PCACHE_HEAD, size - PCACHE_HEAD))
         bad = "corrupt: wrong checksum";
     else {
         PcIn in = {d + PCACHE_HEAD, d + size, 0};

@@ -34,6 +34,11 @@ void *kn_alloc_zeroed(kn_ctx *ctx, size_t n);    /* the same, all bytes 0 (callo
 void *kn_realloc(kn_ctx *ctx, void *p, size_t o, size_t n);
 void kn_dealloc(kn_ctx *ctx, void *p, size_t n);
 int kn_mul_overflows(size_t a, size_t b, size_t *out); /* 1 if a * b overflows */
+/* A hash of n bytes taken 8 at a time, for the interning tables (whole nodes
+ * of ~200 bytes: hashing them a byte at a time was most of graph_add) and the
+ * program cache. Depends on the byte order: for tables in memory, or files
+ * that only this build of kiln reads. */
+uint64_t kn_hash(const void *p, size_t n);
 
 /* ---- arenas: compile-time structures, freed in one call ---- */
 typedef struct ArenaBlock ArenaBlock;

@@ -40,15 +40,9 @@ void graph_free(Graph *g)
     arena_free(&a);
 }
 
-/* FNV-1a over the node's bytes; nodes are built from memset-zeroed structs
- * so padding compares equal. */
-static uint32_t node_hash(const Node *n)
-{
-    const unsigned char *p = (const unsigned char *)n;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < sizeof *n; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
-}
+/* The node's bytes; nodes are built from memset-zeroed structs so padding
+ * compares equal. */
+static uint32_t node_hash(const Node *n) { return (uint32_t)kn_hash(n, sizeof *n); }
 
 static int rehash(Graph *g)
 {

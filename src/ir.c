@@ -86,14 +86,8 @@ static IrRef add_node(Kernel *k, const IrNode *x)
     return k->n++;
 }
 
-/* FNV-1a over the node's bytes. */
-static uint32_t node_hash(const IrNode *x)
-{
-    const unsigned char *p = (const unsigned char *)x;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < sizeof *x; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
-}
+/* The node's bytes. */
+static uint32_t node_hash(const IrNode *x) { return (uint32_t)kn_hash(x, sizeof *x); }
 
 /* Room for one more node while the table stays at most half full. */
 static int reserve_hash(Kernel *k)

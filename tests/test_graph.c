@@ -82,8 +82,46 @@ static void test_arena(kn_ctx *ctx)
     CHECK(a.total == 0 && a.head == NULL);
 }
 
+/* kn_hash, which the interning tables index by its low bits: equal bytes
+ * hash equal, every byte counts (the tail after whole words too), and keys
+ * that differ in one field of a node (a source id, a dim) spread over the
+ * low 13 bits about as random ones would (4096 keys into 8192 slots: ~3200
+ * distinct; a hash that left the low bits to one byte would give far fewer). */
+static void test_hash(void)
+{
+    Node a, b;
+    memset(&a, 0, sizeof a);
+    a.op = OP_ADD, a.ndim = 2, a.shape[0] = 4, a.shape[1] = 8, a.src[0] = 1, a.src[1] = 2;
+    b = a;
+    CHECK(kn_hash(&a, sizeof a) == kn_hash(&b, sizeof b));
+    unsigned char bytes[13] = {0};
+    uint64_t h13 = kn_hash(bytes, 13);
+    for (int i = 0; i < 13; i++) {
+        bytes[i] = 1;
+        CHECK_MSG(kn_hash(bytes, 13) != h13, "byte %d", i);
+        bytes[i] = 0;
+    }
+    CHECK(kn_hash(bytes, 12) != h13);
+    static unsigned char seen[8192];
+    for (int field = 0; field < 3; field++) {
+        int distinct = 0;
+        memset(seen, 0, sizeof seen);
+        for (uint32_t i = 0; i < 4096; i++) {
+            b = a;
+            if (field == 0) b.src[0] = i;
+            else if (field == 1) b.shape[1] = (Dim)i * 64;
+            else b.p.i[0] = (int64_t)i << 20;
+            uint32_t k = (uint32_t)kn_hash(&b, sizeof b) & 8191;
+            distinct += !seen[k];
+            seen[k] = 1;
+        }
+        CHECK_MSG(distinct > 2900, "field %d: %d distinct slots of 8192 for 4096 keys", field, distinct);
+    }
+}
+
 int main(void)
 {
+    test_hash();
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_trace_and_intern(ctx);
     test_many_nodes(ctx);
