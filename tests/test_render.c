@@ -895,52 +895,75 @@ static void test_loops(int how)
 }
 
 /* Threads and lanes: a parallel loop of rows whose vector loop updates
- * max, sum and integer sum accumulators (lanes in the SIMD dialect; 37 is
- * 4 lanes of 8 and a tail of 5), and a flat parallel loop (chunks start at
+ * max, sum and integer sum accumulators of f32, f64 and i64 (lanes in the
+ * SIMD dialect, in GNU C vectors where the compiler has them; 37 is 4
+ * lanes of 8 and a tail of 5), and a flat parallel loop (chunks start at
  * multiples of 16); each on one thread and on the pool: the same bytes.
  * Max and integer sums equal the serial ones exactly, NaN included; float
  * sums within rounding of a double sum. */
 static void test_threads(int how, const CIsa *isa)
 {
     enum { R = 37, C = 37, F = 1000 };
-    const char *rows = "kernel rows(out b0 f32[37], out b1 f32[37], in b2 f32[1369], out b3 i64[37])\n"
+    const char *rows = "kernel rows(out b0 f32[37], out b1 f32[37], in b2 f32[1369], out b3 i64[37], out b4 f64[37], "
+                       "out b5 f64[37], out b6 i64[37])\n"
                        "  for s0 in 37 parallel\n"
                        "    acc a0 f32 max\n"
                        "    acc a1 f32 sum\n"
                        "    acc a2 i64 sum\n"
+                       "    acc a3 f64 max\n"
+                       "    acc a4 f64 sum\n"
+                       "    acc a5 i64 max\n"
                        "    for s1 in 37 vector(8)\n"
                        "      a0 max= b2[s0*37+s1]\n"
                        "      a1 += b2[s0*37+s1]\n"
                        "      a2 += cast.i64(mul(b2[s0*37+s1], 100))\n"
+                       "      a3 max= cast.f64(b2[s0*37+s1])\n"
+                       "      a4 += cast.f64(b2[s0*37+s1])\n"
+                       "      a5 max= cast.i64(mul(b2[s0*37+s1], -100))\n"
                        "    b0[s0] = a0\n"
                        "    b1[s0] = a1\n"
-                       "    b3[s0] = a2\n";
+                       "    b3[s0] = a2\n"
+                       "    b4[s0] = a3\n"
+                       "    b5[s0] = a4\n"
+                       "    b6[s0] = a5\n";
     const char *flat = "kernel flat(out b0 f32[1000], in b1 f32[1000])\n"
                        "  for s0 in 1000 parallel\n"
                        "    b0[s0] = exp(mul(b1[s0], 0.01))\n";
     static float x[R * C], mx[2][R], sum[2][R], fx[F], fy[2][F];
-    static int64_t isum[2][R];
+    static double dmx[2][R], dsum[2][R];
+    static int64_t isum[2][R], imx[2][R];
     const char *name = how == PORT_TCC ? "tcc" : isa ? isa->name : "cc";
     for (int i = 0; i < R * C; i++) x[i] = (float)uniform(-3, 3);
     for (int i = 0; i < F; i++) fx[i] = (float)(i - 500);
     x[5 * C + 36] = NAN, x[9 * C + 2] = NAN; /* a NaN in a tail and in a lane */
     KnParallel par = {port_parallel_for, 4};
     for (int t = 0; t < 2; t++) {
-        void *b[5] = {mx[t], sum[t], x, isum[t], t ? &par : NULL}, *bf[3] = {fy[t], fx, t ? &par : NULL};
+        void *b[8] = {mx[t], sum[t], x, isum[t], dmx[t], dsum[t], imx[t], t ? &par : NULL};
+        void *bf[3] = {fy[t], fx, t ? &par : NULL};
         if (!run_ir_isa(how, isa, rows, b) || !run_ir_isa(how, isa, flat, bf)) return;
     }
     EXPECT(!memcmp(mx[0], mx[1], sizeof mx[0]) && !memcmp(sum[0], sum[1], sizeof sum[0]) &&
-               !memcmp(isum[0], isum[1], sizeof isum[0]) && !memcmp(fy[0], fy[1], sizeof fy[0]),
+               !memcmp(isum[0], isum[1], sizeof isum[0]) && !memcmp(fy[0], fy[1], sizeof fy[0]) &&
+               !memcmp(dmx[0], dmx[1], sizeof dmx[0]) && !memcmp(dsum[0], dsum[1], sizeof dsum[0]) &&
+               !memcmp(imx[0], imx[1], sizeof imx[0]),
            "%s: threads change the bytes", name);
     for (int r = 0; r < R; r++) {
         double m = -INFINITY, s = 0;
-        int64_t si = 0;
+        int64_t si = 0, mi = INT64_MIN;
         for (int c = 0; c < C; c++) {
             float v = x[r * C + c];
+            int64_t vi = v == v ? (int64_t)(v * -100.0f) : 0; /* a NaN casts to 0 */
             m = v != v || m != m ? NAN : v > m ? v : m;
             s += v;
             si += v == v ? (int64_t)(v * 100.0f) : 0;
+            mi = vi > mi ? vi : mi;
         }
+        EXPECT(m == dmx[0][r] || (m != m && dmx[0][r] != dmx[0][r]), "%s: f64 max of row %d: %g, want %g", name, r,
+               dmx[0][r], m);
+        EXPECT(s != s ? dsum[0][r] != dsum[0][r] : fabs(dsum[0][r] - s) <= 1e-12 * 37 * 3,
+               "%s: f64 sum of row %d: %.17g, want %.17g", name, r, dsum[0][r], s);
+        EXPECT(imx[0][r] == mi, "%s: integer max of row %d: %lld, want %lld", name, r, (long long)imx[0][r],
+               (long long)mi);
         EXPECT(m == mx[0][r] || (m != m && mx[0][r] != mx[0][r]), "%s: max of row %d: %g, want %g", name, r,
                mx[0][r], m);
         EXPECT(s != s ? sum[0][r] != sum[0][r] : fabs(sum[0][r] - s) <= 1e-5 * 37 * 3, "%s: sum of row %d: %g, want %g",
