@@ -724,7 +724,7 @@ static int run_ir(int how, const char *text, void **bufs) { return run_ir_isa(ho
  * its subnormal results down to 0, tanh's and erf's branch points and the
  * points where they saturate). Bounds per function, in ulps of the
  * result (2^-149 for subnormals; measured with and without FMA: exp 1.00,
- * log 0.81, tanh 1.30, erf 1.39): exp and log 1.5, tanh and erf 2, so a
+ * log 0.81, tanh 1.30, erf 1.37): exp and log 1.5, tanh and erf 2, so a
  * polynomial with a wrong coefficient fails; under TinyCC, which calls
  * libm's float functions, 3. NaN, infinities, zeros and signs must be
  * exactly libm's where its value rounds to one. */
