@@ -1124,15 +1124,21 @@ static int vec_bytes(const CIsa *isa)
 }
 
 /* dst = dst op src on GNU C vectors of an accumulator's lanes, as
- * put_combine on each lane: max takes src where !(src <= dst) and dst is not
- * NaN (kn_accmaxf), through a mask of compares (the vector ?: is C++ only);
- * integer sums wrap as uint64. */
-static void put_vcombine(R *r, const IrNode *u, kn_dtype dt, int acc, const char *dst, const char *src)
+ * put_combine on each lane, through masks of compares (the vector ?: is C++
+ * only); integer sums wrap as uint64. A float max is two chains, each of a
+ * compare and a blend where kn_accmaxf's one chain has two compares: dst
+ * takes src where dst < src, and nan (aN_qK) takes src while it is not NaN,
+ * so it ends as the lane's first NaN if there is one, which put_lanes then
+ * puts in dst: kn_accmaxf's result, bit for bit (it keeps the first NaN and,
+ * of equal values, the first). */
+static void put_vcombine(R *r, const IrNode *u, kn_dtype dt, int acc, const char *dst, const char *src, const char *nan)
 {
     int fl = dt_is_float(dt);
     if (u->op == OP_RMAX && fl)
-        put(r->o, "{ __typeof__(%s == %s) m_ = (%s == %s) & ~(%s <= %s); %s = (a%d_vt)((m_ & (__typeof__(m_))%s) | (~m_ & (__typeof__(m_))%s)); }",
-            dst, dst, dst, dst, src, dst, dst, acc, src, dst);
+        put(r->o,
+            "{ __typeof__(%s == %s) m_ = %s < %s; %s = (a%d_vt)((m_ & (__typeof__(m_))%s) | (~m_ & (__typeof__(m_))%s)); "
+            "m_ = %s == %s; %s = (a%d_vt)((m_ & (__typeof__(m_))%s) | (~m_ & (__typeof__(m_))%s)); }",
+            dst, dst, dst, src, dst, acc, src, dst, nan, nan, nan, acc, src, nan);
     else if (u->op == OP_RMAX)
         put(r->o, "{ __typeof__(%s > %s) m_ = %s > %s; %s = (m_ & %s) | (~m_ & %s); }", src, dst, src, dst, dst, src, dst);
     else if (fl) put(r->o, "%s = %s + %s;", dst, dst, src);
@@ -1185,10 +1191,14 @@ static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
         indent(r->o, level + 1);
         put(r->o, "a%d_vt", accs[i]);
         for (int k = 0; k < nv[i]; k++) put(r->o, "%s a%d_v%d", k ? "," : "", accs[i], k);
+        if (fl && u->op == OP_RMAX)
+            for (int k = 0; k < nv[i]; k++) put(r->o, ", a%d_q%d", accs[i], k);
         put_str(r->o, ";\n");
         for (int k = 0; k < nv[i]; k++) {
             indent(r->o, level + 1);
-            put(r->o, "memcpy(&a%d_v%d, a%d_l + %d, %d);\n", accs[i], k, accs[i], k * (w / nv[i]), vb);
+            put(r->o, "memcpy(&a%d_v%d, a%d_l + %d, %d);", accs[i], k, accs[i], k * (w / nv[i]), vb);
+            if (fl && u->op == OP_RMAX) put(r->o, " a%d_q%d = a%d_v%d;", accs[i], k, accs[i], k);
+            put_char(r->o, '\n');
         }
         put_str(r->o, "#endif\n");
     }
@@ -1215,7 +1225,8 @@ static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
             indent(r->o, level + 2);
             put(r->o, "{ a%d_vt n_; memcpy(&n_, a%d_n + %d, %d); ", accs[i], accs[i], k * (w / nv[i]), vb);
             snprintf(dst, sizeof dst, "a%d_v%d", accs[i], k);
-            put_vcombine(r, us[i], dts_[i], accs[i], dst, "n_");
+            snprintf(src, sizeof src, "a%d_q%d", accs[i], k);
+            put_vcombine(r, us[i], dts_[i], accs[i], dst, "n_", src);
             put_str(r->o, " }\n");
         }
         if (nv[i]) put_str(r->o, "#else\n");
@@ -1232,6 +1243,11 @@ static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
     for (int i = 0; i < na; i++) {
         if (!nv[i]) continue;
         put_str(r->o, "#ifdef KN_VEC\n");
+        for (int k = 0; k < nv[i] && dt_is_float(dts_[i]) && us[i]->op == OP_RMAX; k++) { /* a lane's first NaN */
+            indent(r->o, level + 1);
+            put(r->o, "{ __typeof__(a%d_q%d == a%d_q%d) m_ = a%d_q%d != a%d_q%d; a%d_v%d = (a%d_vt)((m_ & (__typeof__(m_))a%d_q%d) | (~m_ & (__typeof__(m_))a%d_v%d)); }\n",
+                accs[i], k, accs[i], k, accs[i], k, accs[i], k, accs[i], k, accs[i], accs[i], k, accs[i], k);
+        }
         for (int k = 0; k < nv[i]; k++) {
             indent(r->o, level + 1);
             put(r->o, "memcpy(a%d_l + %d, &a%d_v%d, %d);\n", accs[i], k * (w / nv[i]), accs[i], k, vb);
