@@ -455,16 +455,24 @@ static int lower_row(Lower *l, uint32_t v)
     }
     IrBlock top = {0, 0}, *outer = row_loops(l, &top, nd, x, kept, l->row);
     if (!outer) return -1;
-    /* the last reduction whose input the output could hold (softmax: exp) */
-    int keep = -1;
+    /* the last reduction whose input the output could hold (softmax: exp);
+     * a reduction after it whose input reaches that value only at the full
+     * index loads it back too (softmax's backward: sum(g * exp) after the sum
+     * of exp), as the last loop does: the whole row is stored by then */
+    int keep = -1, rc = 0;
+    uint32_t kv = 0;
     uint8_t *seen = kn_alloc(l->ctx, l->g->n);
     if (!seen) return -1;
     for (int i = l->nr - 1; i >= 0 && keep < 0; i--)
         if (reusable(l, v, l->g->nodes[l->rnode[i]].src[0], seen)) keep = i;
+    if (keep >= 0) kv = l->g->nodes[l->rnode[keep]].src[0];
+    for (int i = 0; i < l->nr && !rc; i++) {
+        l->reuse = keep >= 0 && i > keep && reusable(l, l->g->nodes[l->rnode[i]].src[0], kv, seen) ? kv : 0;
+        rc = row_reduce(l, outer, l->rnode[i], nd, x, red, &l->racc[i], i == keep);
+    }
     kn_dealloc(l->ctx, seen, l->g->n);
-    for (int i = 0; i < l->nr; i++)
-        if (row_reduce(l, outer, l->rnode[i], nd, x, red, &l->racc[i], i == keep)) return -1;
-    if (keep >= 0) l->reuse = l->g->nodes[l->rnode[keep]].src[0];
+    if (rc) return -1;
+    l->reuse = kv;
     if (is_red) { /* the kernel's own reduction over the same row */
         int acc;
         if (row_reduce(l, outer, v, nd, x, red, &acc, 0)) return -1;

@@ -1,7 +1,8 @@
 /*
  * test_lower.c — lowering scheduled kernels to loop IR: golden dumps for a
  * pointwise chain, softmax, layer_norm (reductions fused into the row
- * kernel), matmul+bias+relu (the transposed weight is index arithmetic) and
+ * kernel; a value the output keeps is loaded back by later reductions at
+ * their own index only), matmul+bias+relu (the transposed weight is index arithmetic) and
  * conv2d, each verified.
  */
 #include "test.h"
@@ -69,6 +70,58 @@ int main(void)
            "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
            "    for s3 in 8\n"
            "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n");
+
+    /* softmax's backward shape: y = exp(x - max) kept in the output by the
+     * sum of y; the later sum of w * y loads it back, as the last loop does */
+    {
+        int d1 = 1;
+        kn_tensor *e, *se, *swe;
+        ctx->trace = graph_new(ctx);
+        e = kn_exp(ctx, kn_sub(ctx, x, kn_amax(ctx, x, &d1, 1, 1)));
+        se = kn_sum(ctx, e, &d1, 1, 1);
+        swe = kn_sum(ctx, kn_mul(ctx, w, e), &d1, 1, 1);
+        golden(ctx, kn_add(ctx, kn_div(ctx, e, se), swe),
+               "kernel k13_add(out b0 f32[32], in b1 f32[32], in b2 f32[32])\n"
+               "  for s0 in 4\n"
+               "    acc a0 f32 max\n"
+               "    for s1 in 8\n"
+               "      a0 max= b1[s0*8+s1]\n"
+               "    acc a1 f32 sum\n"
+               "    for s2 in 8\n"
+               "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
+               "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+               "    acc a2 f32 sum\n"
+               "    for s3 in 8\n"
+               "      a2 += mul(b2[s0*8+s3], b0[s0*8+s3])\n"
+               "    for s4 in 8\n"
+               "      b0[s0*8+s4] = add(mul(b0[s0*8+s4], recip(a1)), a2)\n");
+        /* a later sum that reads y at another row computes it: that row of
+         * the output is not stored yet (or is another thread's) */
+        int64_t s88[2] = {8, 8};
+        kn_tensor *q = kn_randn(ctx, KN_F32, 2, s88);
+        ctx->trace = graph_new(ctx);
+        e = kn_exp(ctx, kn_sub(ctx, q, kn_amax(ctx, q, &d1, 1, 1)));
+        se = kn_sum(ctx, e, &d1, 1, 1);
+        swe = kn_sum(ctx, kn_mul(ctx, q, kn_transpose(ctx, e, 0, 1)), &d1, 1, 1);
+        golden(ctx, kn_add(ctx, kn_div(ctx, e, se), swe),
+               "kernel k2_reduce_max(out b0 f32[8], in b1 f32[64])\n"
+               "  for s0 in 8\n"
+               "    acc a0 f32 max\n"
+               "    for s1 in 8\n"
+               "      a0 max= b1[s0*8+s1]\n"
+               "    b0[s0] = a0\n"
+               "kernel k13_add(out b0 f32[64], in b1 f32[64], in b2 f32[8])\n"
+               "  for s0 in 8\n"
+               "    acc a0 f32 sum\n"
+               "    for s1 in 8\n"
+               "      b0[s0*8+s1] = exp(sub(b1[s0*8+s1], b2[s0]))\n"
+               "      a0 += exp(sub(b1[s0*8+s1], b2[s0]))\n"
+               "    acc a1 f32 sum\n"
+               "    for s2 in 8\n"
+               "      a1 += mul(b1[s0*8+s2], exp(sub(b1[s0+s2*8], b2[s2])))\n"
+               "    for s3 in 8\n"
+               "      b0[s0*8+s3] = add(mul(b0[s0*8+s3], recip(a0)), a1)\n");
+    }
 
     /* layer_norm with weight and bias: mean, then the variance of the
      * centred row, then the row; (4, 1, 8) has a unit dim, which gets no loop */

@@ -245,9 +245,12 @@ static const char *const prelude[] = {
     "KN_HELPER float kn_rb(float f) { return kn_b2f(kn_f2b(f)); }\n"
     "\n",
     "/* f32 exp, log, tanh, erf: branch-free, no calls, so cc -O3 vectorises loops\n"
-    " * of them without -ffast-math; IEEE specials. Max error over all 2^32\n"
-    " * inputs vs libm's double: 0.99, 0.83, 1.33, 1.50 ulp (KN_FMAF a fused\n"
-    " * multiply-add, as an instruction set's header defines it: 1.01, 0.83, 1.33, 1.22). */\n"
+    " * of them without -ffast-math; IEEE specials. Max error vs libm's double\n"
+    " * over every 61st bit pattern (70M inputs): 0.96, 0.81, 1.30 ulp (KN_FMAF\n"
+    " * a fused multiply-add, as an instruction set's header defines it: 1.00,\n"
+    " * 0.81, 1.30); erf over every float of [0, 4.5]: 1.50 (1.25) ulp.\n"
+    " * Clamps and selects are on bits where one integer min does a compare and\n"
+    " * a blend's work (test_render's sweep). */\n"
     "#ifndef KN_FMAF\n"
     "#define KN_FMAF(a, b, c) ((a) * (b) + (c))\n"
     "#endif\n"
@@ -286,34 +289,73 @@ static const char *const prelude[] = {
     "KN_HELPER float kn_minf(float a, float b) { return KN_SEL((a != a) | (b != b), NAN, KN_SEL(a < b, a, b)); }\n"
     "KN_HELPER double kn_max(double a, double b) { return KN_DSEL((a != a) | (b != b), NAN, KN_DSEL(a > b, a, b)); }\n"
     "KN_HELPER double kn_min(double a, double b) { return KN_DSEL((a != a) | (b != b), NAN, KN_DSEL(a < b, a, b)); }\n"
-    "KN_HELPER float kn_accmaxf(float acc, float v) { return KN_SEL((acc == acc) & ((v != v) | (v > acc)), v, acc); }\n"
+    "/* !(v <= acc) is v > acc or either NaN: with acc == acc, v taken when greater or NaN, in two\n"
+    " * compares where (v != v) | (v > acc) took three (softmax's row max: 0.56 -> 0.50 ns/element) */\n"
+    "KN_HELPER float kn_accmaxf(float acc, float v) { return KN_SEL((acc == acc) & !(v <= acc), v, acc); }\n"
     "KN_HELPER double kn_accmax(double acc, double v)\n"
     "{\n"
-    "    return KN_DSEL((acc == acc) & ((v != v) | (v > acc)), v, acc);\n"
+    "    return KN_DSEL((acc == acc) & !(v <= acc), v, acc);\n"
     "}\n"
     "\n",
+    "/* e^r for |r| <= ln2/2, into p: 1 + r + r^2 P(r), P of degree 4 a fit\n"
+    " * (Lawson) of (e^r - 1 - r) / r^2, relative error 3.1e-9 before rounding:\n"
+    " * one term fewer than Cephes expf's degree-5 P, the same ulps */\n"
+    "#define KN_EXPR(r, p)                                 \\\n"
+    "    do {                                              \\\n"
+    "        float p_ = 1.3814598788e-3f;                  \\\n"
+    "        p_ = KN_FMAF(p_, r, 8.3687165752e-3f);        \\\n"
+    "        p_ = KN_FMAF(p_, r, 4.1668388993e-2f);        \\\n"
+    "        p_ = KN_FMAF(p_, r, 1.6666521132e-1f);        \\\n"
+    "        p_ = KN_FMAF(p_, r, 4.9999994040e-1f);        \\\n"
+    "        (p) = 1.0f + KN_FMAF((r) * (r), p_, r);       \\\n"
+    "    } while (0)\n"
     "/* exp: n = rint(x / ln2) by the 1.5 * 2^23 shifter, r = x - n ln2 in two\n"
-    " * Cody-Waite steps (n * C1 exact), e^r = 1 + r + r^2 P(r) (Cephes expf's\n"
-    " * degree-5 minimax P), times 2^n as two exact powers of two so that a\n"
-    " * subnormal result rounds once. Clamping x to [-104, 89] keeps n in\n"
-    " * [-150, 129]: beyond, the product is 0 or inf, and NaN flows through. */\n"
+    " * Cody-Waite steps (n * C1 exact), e^r, times 2^n as two exact powers of\n"
+    " * two so that a subnormal result rounds once. x is clamped to [-104, 89]\n"
+    " * on its bits, by one unsigned min (x < -104, -NaN) and one signed min\n"
+    " * (x > 89, +inf, +NaN): single integer instructions where compares and\n"
+    " * blends cost two each; n stays in [-150, 129], beyond which the product\n"
+    " * is 0 or inf. A NaN is put back at the end. */\n"
     "KN_HELPER float kn_expf(float x)\n"
     "{\n"
-    "    x = KN_SEL(x < -104.0f, -104.0f, x);\n"
-    "    x = KN_SEL(x > 89.0f, 89.0f, x);\n"
-    "    float z = KN_FMAF(x, 1.44269504f, 12582912.0f), n = z - 12582912.0f;\n"
+    "    uint32_t u = KN_ASU(x);\n"
+    "    u = u < 0xc2d00000u ? u : 0xc2d00000u;\n"
+    "    int32_t i = (int32_t)u;\n"
+    "    i = i < 0x42b20000 ? i : 0x42b20000;\n"
+    "    float c = KN_ASF((uint32_t)i);\n"
+    "    float z = KN_FMAF(c, 1.44269504f, 12582912.0f), n = z - 12582912.0f, p;\n"
     "    uint32_t m = KN_ASU(z) - 0x4b400000u + 256u; /* n + 256, in [106, 385] */\n"
+    "    float r = KN_FMAF(n, -0.693359375f, c);\n"
+    "    r = KN_FMAF(n, 2.12194440e-4f, r);\n"
+    "    KN_EXPR(r, p);\n"
+    "    uint32_t h = m >> 1; /* n = (h - 128) + (m - h - 128) */\n"
+    "    float y = p * KN_ASF((h - 128u + 127u) << 23) * KN_ASF((m - h - 128u + 127u) << 23);\n"
+    "    return KN_SEL(x != x, x, y);\n"
+    "}\n"
+    "/* e^x for x in [-87, 88], not NaN (tanh's and erf's own arguments): the\n"
+    " * result is normal, so one power of two scales it, and nothing clamps */\n"
+    "KN_HELPER float kn_expf_in(float x)\n"
+    "{\n"
+    "    float z = KN_FMAF(x, 1.44269504f, 12582912.0f), n = z - 12582912.0f, p;\n"
     "    float r = KN_FMAF(n, -0.693359375f, x);\n"
     "    r = KN_FMAF(n, 2.12194440e-4f, r);\n"
-    "    float p = 1.9875691500e-4f;\n"
-    "    p = KN_FMAF(p, r, 1.3981999507e-3f);\n"
-    "    p = KN_FMAF(p, r, 8.3334519073e-3f);\n"
-    "    p = KN_FMAF(p, r, 4.1665795894e-2f);\n"
-    "    p = KN_FMAF(p, r, 1.6666665459e-1f);\n"
-    "    p = KN_FMAF(p, r, 5.0000001201e-1f);\n"
-    "    p = 1.0f + KN_FMAF(r * r, p, r);\n"
-    "    uint32_t h = m >> 1; /* n = (h - 128) + (m - h - 128) */\n"
-    "    return p * KN_ASF((h - 128u + 127u) << 23) * KN_ASF((m - h - 128u + 127u) << 23);\n"
+    "    KN_EXPR(r, p);\n"
+    "    return p * KN_ASF((KN_ASU(z) - 0x4b400000u + 127u) << 23);\n"
+    "}\n"
+    "/* 2^q for q in [-126, 127], not NaN, to 9.2e-8 relative before rounding\n"
+    " * (0.8 ulp: for erf's tail, where it is scaled by erfc/erf <= 0.19): n =\n"
+    " * rint(q), f = q - n exact, 2^f = 1 + f F(f) with F a degree-4 minimax fit\n"
+    " * (Lawson) of (2^f - 1)/f on [-1/2, 1/2], without exp's step through ln2 */\n"
+    "KN_HELPER float kn_exp2f_in(float q)\n"
+    "{\n"
+    "    float z = q + 12582912.0f, n = z - 12582912.0f, f = q - n;\n"
+    "    float p = 1.3264631541e-3f;\n"
+    "    p = KN_FMAF(p, f, 9.6714868819e-3f);\n"
+    "    p = KN_FMAF(p, f, 5.5507337428e-2f);\n"
+    "    p = KN_FMAF(p, f, 2.4022242493e-1f);\n"
+    "    p = KN_FMAF(p, f, 6.9314697778e-1f);\n"
+    "    p = KN_FMAF(p, f, 1.0f);\n"
+    "    return p * KN_ASF((KN_ASU(z) - 0x4b400000u + 127u) << 23);\n"
     "}\n"
     "/* log: x = 2^e m, m in [sqrt(1/2), sqrt(2)) from the bits (subnormals scaled\n"
     " * by 2^23 first), f = m - 1, log(1+f) = f - f^2/2 + f^3 P(f) (Cephes logf's\n"
@@ -341,25 +383,30 @@ static const char *const prelude[] = {
     "}\n"
     "\n",
     "/* tanh, on |x| then x's sign: |x| < 0.625, a + a^3 P(a^2) (Cephes tanhf's degree-4 minimax P);\n"
-    " * else 1 - 2 / (e^2a + 1), which saturates to 1 as e^2a overflows. */\n"
+    " * else 1 - 2 / (e^2a + 1), with |x| clamped to 10 on its bits (tanh(10) is 1 in f32) so that\n"
+    " * e^2a is in kn_expf_in's range; a NaN takes the first branch, which keeps it. */\n"
     "KN_HELPER float kn_tanhf(float x)\n"
     "{\n"
-    "    float a = KN_ASF(KN_ASU(x) & 0x7fffffffu), z = a * a;\n"
+    "    uint32_t ua = KN_ASU(x) & 0x7fffffffu;\n"
+    "    float a = KN_ASF(ua), z = a * a;\n"
     "    float p = -5.70498872745e-3f;\n"
     "    p = KN_FMAF(p, z, 2.06390887954e-2f);\n"
     "    p = KN_FMAF(p, z, -5.37397155531e-2f);\n"
     "    p = KN_FMAF(p, z, 1.33314422036e-1f);\n"
     "    p = KN_FMAF(p, z, -3.33332819422e-1f);\n"
-    "    float s = KN_FMAF(a * z, p, a), l = 1.0f - 2.0f / (kn_expf(a + a) + 1.0f);\n"
-    "    return KN_ASF(KN_ASU(KN_SEL(a < 0.625f, s, l)) | (KN_ASU(x) & 0x80000000u));\n"
+    "    float s = KN_FMAF(a * z, p, a), c = KN_ASF(ua < 0x41200000u ? ua : 0x41200000u);\n"
+    "    float l = 1.0f - 2.0f / (kn_expf_in(c + c) + 1.0f);\n"
+    "    return KN_ASF(KN_ASU(KN_SEL(a >= 0.625f, l, s)) | (KN_ASU(x) & 0x80000000u));\n"
     "}\n"
     "/* erf: |x| < 1, |x| + |x| Q(x^2) with Q a degree-6 minimax fit (Lawson) of\n"
-    " * erf(x)/x - 1; else 1 - e^P(|x|) with P a degree-7 fit of\n"
-    " * log(erfc) on [1, 4], weighted by erfc/erf (the result's relative error);\n"
-    " * |x| is clamped to 4, where erf is 1 in f32; then x's sign. */\n"
+    " * erf(x)/x - 1; else 1 - 2^P(|x|) with P a degree-5 fit of log2(erfc) on\n"
+    " * [1, 4] weighted by erfc ln2/erf, the result's relative error (1.6e-8\n"
+    " * before rounding); |x| is clamped to 4 on its bits, where erf is 1 in\n"
+    " * f32; a NaN takes the first branch; then x's sign. */\n"
     "KN_HELPER float kn_erff(float x)\n"
     "{\n"
-    "    float a = KN_ASF(KN_ASU(x) & 0x7fffffffu), s = a * a;\n"
+    "    uint32_t ua = KN_ASU(x) & 0x7fffffffu;\n"
+    "    float a = KN_ASF(ua), s = a * a;\n"
     "    float q = 7.889142580e-05f;\n"
     "    q = KN_FMAF(q, s, -8.020849200e-04f);\n"
     "    q = KN_FMAF(q, s, 5.189536139e-03f);\n"
@@ -367,18 +414,15 @@ static const char *const prelude[] = {
     "    q = KN_FMAF(q, s, 1.128360033e-01f);\n"
     "    q = KN_FMAF(q, s, -3.761262596e-01f);\n"
     "    q = KN_FMAF(q, s, 1.283791661e-01f);\n"
-    "    float small = KN_FMAF(a, q, a);\n"
-    "    float t = KN_SEL(a > 4.0f, 4.0f, a);\n"
-    "    float p = -2.169760228e-05f;\n"
-    "    p = KN_FMAF(p, t, 4.414724826e-04f);\n"
-    "    p = KN_FMAF(p, t, -4.205283709e-03f);\n"
-    "    p = KN_FMAF(p, t, 2.521033771e-02f);\n"
-    "    p = KN_FMAF(p, t, -1.084220931e-01f);\n"
-    "    p = KN_FMAF(p, t, -6.332163811e-01f);\n"
-    "    p = KN_FMAF(p, t, -1.129580259e+00f);\n"
-    "    p = KN_FMAF(p, t, 1.884672820e-04f);\n"
-    "    float l = 1.0f - kn_expf(p);\n"
-    "    return KN_ASF(KN_ASU(KN_SEL(a < 1.0f, small, l)) | (KN_ASU(x) & 0x80000000u));\n"
+    "    float small = KN_FMAF(a, q, a), t = KN_ASF(ua < 0x40800000u ? ua : 0x40800000u);\n"
+    "    float p = -1.669443895e-03f;\n"
+    "    p = KN_FMAF(p, t, 2.139724360e-02f);\n"
+    "    p = KN_FMAF(p, t, -1.281090837e-01f);\n"
+    "    p = KN_FMAF(p, t, -9.438716944e-01f);\n"
+    "    p = KN_FMAF(p, t, -1.612384559e+00f);\n"
+    "    p = KN_FMAF(p, t, -3.779284370e-03f);\n"
+    "    float l = 1.0f - kn_exp2f_in(p);\n"
+    "    return KN_ASF(KN_ASU(KN_SEL(a >= 1.0f, l, small)) | (KN_ASU(x) & 0x80000000u));\n"
     "}\n"
     "/* TinyCC neither inlines nor vectorises, and its code for the above runs\n"
     " * 4-6x slower than libm's: there, kernels call libm */\n"
@@ -467,6 +511,12 @@ static const char simd_prelude[] =
     "#else\n"
     "#define KN_IVDEP\n"
     "#define KN_LANES\n"
+    "#endif\n"
+    "/* KN_VEC: GNU C vectors (vector_size) hold lane accumulators in registers\n"
+    " * across a vector loop; TinyCC ignores vector_size, so it folds the lanes\n"
+    " * through their array instead */\n"
+    "#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)\n"
+    "#define KN_VEC 1\n"
     "#endif\n";
 
 const CIsa c_isas[] = {
@@ -1090,6 +1140,39 @@ static void put_combine(R *r, const IrNode *u, kn_dtype dt, const char *dst, con
     else put(r->o, "%s = (int64_t)((uint64_t)%s + (uint64_t)%s);", dst, dst, src);
 }
 
+/* The bytes of one vector register of the SIMD dialect's instruction set,
+ * for the GNU C vectors of lane accumulators; 0: none. */
+static int vec_bytes(const CIsa *isa)
+{
+    if (!isa) return 0;
+    if (!strcmp(isa->name, "avx512")) return 64;
+    if (!strcmp(isa->name, "avx2")) return 32;
+    if (!strcmp(isa->name, "sse2") || !strcmp(isa->name, "neon") || !strcmp(isa->name, "wasm128")) return 16;
+    return 0;
+}
+
+/* dst = dst op src on GNU C vectors of an accumulator's lanes, as
+ * put_combine on each lane, through masks of compares (the vector ?: is C++
+ * only); integer sums wrap as uint64. A float max is two chains, each of a
+ * compare and a blend where kn_accmaxf's one chain has two compares: dst
+ * takes src where dst < src, and nan (aN_qK) takes src while it is not NaN,
+ * so it ends as the lane's first NaN if there is one, which put_lanes then
+ * puts in dst: kn_accmaxf's result, bit for bit (it keeps the first NaN and,
+ * of equal values, the first). */
+static void put_vcombine(R *r, const IrNode *u, kn_dtype dt, int acc, const char *dst, const char *src, const char *nan)
+{
+    int fl = dt_is_float(dt);
+    if (u->op == OP_RMAX && fl)
+        put(r->o,
+            "{ __typeof__(%s == %s) m_ = %s < %s; %s = (a%d_vt)((m_ & (__typeof__(m_))%s) | (~m_ & (__typeof__(m_))%s)); "
+            "m_ = %s == %s; %s = (a%d_vt)((m_ & (__typeof__(m_))%s) | (~m_ & (__typeof__(m_))%s)); }",
+            dst, dst, dst, src, dst, acc, src, dst, nan, nan, nan, acc, src, nan);
+    else if (u->op == OP_RMAX)
+        put(r->o, "{ __typeof__(%s > %s) m_ = %s > %s; %s = (m_ & %s) | (~m_ & %s); }", src, dst, src, dst, dst, src, dst);
+    else if (fl) put(r->o, "%s = %s + %s;", dst, dst, src);
+    else put(r->o, "%s = (a%d_vt)((a%d_ut)%s + (a%d_ut)%s);", dst, acc, acc, dst, acc, src);
+}
+
 /* A vector loop whose body updates accumulators, in the SIMD dialect:
  * each accumulator gets L lanes (the width, or a multiple of it the ISA
  * wants for more vectors in flight; starting at its op's identity) that
@@ -1097,20 +1180,55 @@ static void put_combine(R *r, const IrNode *u, kn_dtype dt, const char *dst, con
  * vectorises the lane loop without reassociating anything; the lanes are
  * then folded into the accumulator pairwise, and the last extent % L
  * iterations run as the plain loop. The order of the additions is fixed by
- * L alone: the same on every run and any number of threads. */
+ * L alone: the same on every run and any number of threads.
+ *
+ * The lane loop writes a group's values to an array (aN_n), folded into
+ * the lanes after it: with KN_VEC, into GNU C vectors of one register each
+ * (a register-resident accumulator: an array updated in the lane loop stays
+ * in memory under gcc, and every group waits on a store and a reload:
+ * layer_norm 4096x1024 0.235 -> 0.19 ns/element, one thread), else lane by
+ * lane into the array; the same operations on the same values in the same
+ * order either way. */
 static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
 {
-    int v = x->var, w = lanes_of(r, x);
+    int v = x->var, w = lanes_of(r, x), vb = vec_bytes(r->isa);
+    kn_dtype dts_[MAX_LANE_ACCS];
+    const IrNode *us[MAX_LANE_ACCS];
+    int nv[MAX_LANE_ACCS]; /* vectors per accumulator; 0: the array only */
     indent(r->o, level);
     put(r->o, "{ /* vector(%u): %d lanes, then the rest */\n", (unsigned)x->width, w);
     for (int i = 0; i < na; i++) {
         kn_dtype dt = KN_F32;
         const IrNode *u = acc_update(r, x, accs[i], &dt);
-        int fl = dt_is_float(dt);
+        int fl = dt_is_float(dt), esz = dt == KN_F32 ? 4 : 8, per = vb / esz;
+        const char *ty = fl ? dts[dt].value : "int64_t";
+        dts_[i] = dt, us[i] = u;
+        nv[i] = u && per > 1 && w % per == 0 && w / per <= 8 ? w / per : 0;
         indent(r->o, level + 1);
-        put(r->o, "%s a%d_l[%d];\n", fl ? dts[dt].value : "int64_t", accs[i], w);
+        put(r->o, "%s a%d_l[%d], a%d_n[%d];\n", ty, accs[i], w, accs[i], w);
         indent(r->o, level + 1);
         put(r->o, "for (int l = 0; l < %d; l++) a%d_l[l] = %s;\n", w, accs[i], acc_init(u ? u->op : OP_SUM, fl));
+        if (!nv[i]) continue;
+        put_str(r->o, "#ifdef KN_VEC\n");
+        indent(r->o, level + 1);
+        put(r->o, "typedef %s a%d_vt __attribute__((vector_size(%d)));\n", ty, accs[i], vb);
+        if (!fl && u->op == OP_SUM) { /* the integer sum wraps as uint64 */
+            indent(r->o, level + 1);
+            put(r->o, "typedef uint64_t a%d_ut __attribute__((vector_size(%d)));\n", accs[i], vb);
+        }
+        indent(r->o, level + 1);
+        put(r->o, "a%d_vt", accs[i]);
+        for (int k = 0; k < nv[i]; k++) put(r->o, "%s a%d_v%d", k ? "," : "", accs[i], k);
+        if (fl && u->op == OP_RMAX)
+            for (int k = 0; k < nv[i]; k++) put(r->o, ", a%d_q%d", accs[i], k);
+        put_str(r->o, ";\n");
+        for (int k = 0; k < nv[i]; k++) {
+            indent(r->o, level + 1);
+            put(r->o, "memcpy(&a%d_v%d, a%d_l + %d, %d);", accs[i], k, accs[i], k * (w / nv[i]), vb);
+            if (fl && u->op == OP_RMAX) put(r->o, " a%d_q%d = a%d_v%d;", accs[i], k, accs[i], k);
+            put_char(r->o, '\n');
+        }
+        put_str(r->o, "#endif\n");
     }
     indent(r->o, level + 1);
     put(r->o, "int64_t s%d_o = 0;\n", v);
@@ -1127,12 +1245,46 @@ static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
     r->lane = -1;
     indent(r->o, level + 2);
     put_str(r->o, "}\n");
+    char dst[48], src[48];
+    for (int i = 0; i < na; i++) {
+        if (!us[i]) continue;
+        if (nv[i]) put_str(r->o, "#ifdef KN_VEC\n");
+        for (int k = 0; k < nv[i]; k++) { /* with KN_VEC: the group's values as vectors, folded into the lanes' */
+            indent(r->o, level + 2);
+            put(r->o, "{ a%d_vt n_; memcpy(&n_, a%d_n + %d, %d); ", accs[i], accs[i], k * (w / nv[i]), vb);
+            snprintf(dst, sizeof dst, "a%d_v%d", accs[i], k);
+            snprintf(src, sizeof src, "a%d_q%d", accs[i], k);
+            put_vcombine(r, us[i], dts_[i], accs[i], dst, "n_", src);
+            put_str(r->o, " }\n");
+        }
+        if (nv[i]) put_str(r->o, "#else\n");
+        indent(r->o, level + 2);
+        put(r->o, "for (int l = 0; l < %d; l++) ", w);
+        snprintf(dst, sizeof dst, "a%d_l[l]", accs[i]);
+        snprintf(src, sizeof src, "a%d_n[l]", accs[i]);
+        put_combine(r, us[i], dts_[i], dst, src);
+        put_char(r->o, '\n');
+        if (nv[i]) put_str(r->o, "#endif\n");
+    }
     indent(r->o, level + 1);
     put_str(r->o, "}\n");
     for (int i = 0; i < na; i++) {
-        kn_dtype dt = KN_F32;
-        const IrNode *u = acc_update(r, x, accs[i], &dt);
-        char dst[48], src[48];
+        if (!nv[i]) continue;
+        put_str(r->o, "#ifdef KN_VEC\n");
+        for (int k = 0; k < nv[i] && dt_is_float(dts_[i]) && us[i]->op == OP_RMAX; k++) { /* a lane's first NaN */
+            indent(r->o, level + 1);
+            put(r->o, "{ __typeof__(a%d_q%d == a%d_q%d) m_ = a%d_q%d != a%d_q%d; a%d_v%d = (a%d_vt)((m_ & (__typeof__(m_))a%d_q%d) | (~m_ & (__typeof__(m_))a%d_v%d)); }\n",
+                accs[i], k, accs[i], k, accs[i], k, accs[i], k, accs[i], k, accs[i], accs[i], k, accs[i], k);
+        }
+        for (int k = 0; k < nv[i]; k++) {
+            indent(r->o, level + 1);
+            put(r->o, "memcpy(a%d_l + %d, &a%d_v%d, %d);\n", accs[i], k * (w / nv[i]), accs[i], k, vb);
+        }
+        put_str(r->o, "#endif\n");
+    }
+    for (int i = 0; i < na; i++) {
+        kn_dtype dt = dts_[i];
+        const IrNode *u = us[i];
         for (int h = w / 2; h >= 1 && u; h /= 2) {
             indent(r->o, level + 1);
             put(r->o, "for (int l = 0; l < %d; l++) ", h);
@@ -1256,8 +1408,13 @@ static void put_update(R *r, IrRef s, const IrNode *x, int level)
     self.dtype = (uint8_t)dt;
     begin_value(r, x->a, s, level);
     indent(r->o, level);
-    if (r->lane >= 0) put(r->o, "a%d_l[s%d_l] = ", (int)x->var, r->lane);
-    else put(r->o, "a%d = ", (int)x->var);
+    if (r->lane >= 0) { /* lanes: this group's value, folded in after the lane loop (put_lanes) */
+        put(r->o, "a%d_n[s%d_l] = ", (int)x->var, r->lane);
+        put_value(r, x->a, s, 1, 1);
+        put_str(r->o, ";\n");
+        return;
+    }
+    put(r->o, "a%d = ", (int)x->var);
     int wrap = fl && f->wrap;
     if (wrap) put_part(r->o, dts[dt].wrap, 0);
     put_tmpl(r, fl ? f->flt : f->integer, &self, s, 0, x->var, wrap ? bare_in(dts[dt].wrap, 1) : 1);
