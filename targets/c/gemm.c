@@ -263,7 +263,12 @@ enum { MAXT = 16 };
  * gradient's W^T) packs with contiguous loads and stores, and the tasks reading the same A at once
  * hit in the shared cache; there the extra buffer's traffic made the call slower (M 4608, K 512, N
  * 256 at 2 threads: 0.84x), where the row-major shapes gained 1.02-1.27x. */
-enum { SHARE_COLS = 1024 };
+/* SHARE_COLS: packing stores one element per element of A where the micro-kernel does one vector
+ * FMA per NR columns of it, so packing A costs about lanes / columns of a task's work (16 / 128 =
+ * 12% for stage 4, 1/2 of it saved at 2 threads); beyond 256 columns the saving (< 3%) is within
+ * what the second parallel_for and the buffer's traffic cost: M 64, K 16384, N 576 (a weight
+ * gradient's, 288 columns) ran 0.88-0.95x shared on the loaded 2-core machine. */
+enum { SHARE_COLS = 256 };
 #define SHARE_MAX (1LL << 24)
 
 typedef struct {

@@ -75,7 +75,7 @@
  *   blocks) runs, one task each, run through b[4]->parallel_for; each task
  *   has its own slot of a second static scratch (NAME_<isa>_pap / _pbp,
  *   sized at render time for the worst split, untouched until used). When
- *   a task of a 2-task split would get at most 1024 columns (and A is the
+ *   a task of a 2-task split would get at most 256 columns (and A is the
  *   same for every batch index, its rows along K), a first parallel_for packs all of A, once,
  *   into a static buffer the tasks then share (NAME_<isa>_sap: each task a
  *   run of the row panels; gemm.c, SHARE_COLS), instead of every task
