@@ -554,6 +554,7 @@ int bench_gemm(const BenchOpts *o)
         {512, 512, 512, "square"},    {1024, 1024, 1024, "square"}, {2048, 2048, 2048, "square"},
         {2048, 256, 768, "gpt qkv"},  {2048, 256, 1024, "gpt mlp up"},
         {4096, 1152, 128, "conv3x3 128->128 16x16 b16"},
+        {512, 4608, 256, "conv3x3 512->512 4x4 b16 (resnet stage 4)"},
     };
     const Shape *sh = o->smoke ? smoke : full;
     int ns = o->smoke ? (int)(sizeof smoke / sizeof *smoke) : (int)(sizeof full / sizeof *full);

@@ -232,7 +232,7 @@ static char *render(const GemmSpec *s, int dialect)
     return src;
 }
 
-static int isa_runs[3], par_runs, par_calls;
+static int isa_runs[3], par_runs, par_calls, shared_runs, unshared_runs;
 
 /* port_parallel_for, counted */
 static int counted_for(int n, void (*fn)(void *, int), void *arg)
@@ -242,8 +242,9 @@ static int counted_for(int n, void (*fn)(void *, int), void *arg)
 }
 
 /* Runs ISA isa with 2 and 3 tasks on as many threads and checks C (guards included) against one
- * thread's, Cg1. */
-static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1)
+ * thread's, Cg1. shared: the copy packs A once, in a first parallel_for (a static NAME_<isa>_sap in
+ * its text), before the tasks that split N read it. */
+static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1, int shared)
 {
     size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
     int big = c->s.batch * c->s.M * c->s.N * c->s.K >= (1 << 20), th;
@@ -260,9 +261,11 @@ static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1)
         CHECK_MSG(memcmp(c->Cg, Cg1, bytes) == 0, "isa %d, %d threads, %lldx%lldx%lld batch %lld: C differs from "
                   "one thread's", isa, th, (long long)c->s.M, (long long)c->s.N, (long long)c->s.K,
                   (long long)c->s.batch);
-        CHECK_MSG(par_calls - calls == big, "isa %d, %d threads, %lld multiply-adds: %d parallel_for calls", isa, th,
-                  (long long)(c->s.batch * c->s.M * c->s.N * c->s.K), par_calls - calls);
-        par_runs += par_calls - calls;
+        CHECK_MSG(par_calls - calls == big * (1 + shared), "isa %d, %d threads, %lld multiply-adds, A shared %d: %d "
+                  "parallel_for calls", isa, th, (long long)(c->s.batch * c->s.M * c->s.N * c->s.K), shared,
+                  par_calls - calls);
+        par_runs += big;
+        if (big) *(shared ? &shared_runs : &unshared_runs) += 1;
     }
     port_set_threads(0);
 }
@@ -410,7 +413,8 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
                     void *Cg1 = malloc((size_t)(c.nc + 2 * GUARD) * (dt == GEMM_F32 ? 4 : 8));
                     if (CHECK(Cg1 != NULL)) {
                         memcpy(Cg1, c.Cg, (size_t)(c.nc + 2 * GUARD) * (dt == GEMM_F32 ? 4 : 8));
-                        run_threaded(&c, fi, isa, Cg1);
+                        static const char *sap[3] = {"kgemm_base_sap[", "kgemm_avx2_sap[", "kgemm_avx512_sap["};
+                        run_threaded(&c, fi, isa, Cg1, strstr(src, sap[isa]) != NULL);
                     }
                     free(Cg1);
                 }
@@ -518,8 +522,25 @@ int main(void)
         win_geometry(1, 2, 1, 3, 6, 5, 2, 2, 1, 2, 1, 0, 2, 1, &i64b, &i64n, &i64k);
         run_case(tcc, cc, GEMM_F64, i64b, 6, i64n, i64k, 0, 0, 0, GEMM_ACT_NONE, 0);
         memset(&g_win, 0, sizeof g_win);
-        if (cc) printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split\n",
-                       isa_runs[0], isa_runs[1], isa_runs[2], par_runs);
+        /* few columns per task, so the tasks pack A once, together (SHARE_COLS): odd M (edge row panels
+         * split between the packing tasks), one K block and several, uneven ones, f64, a late
+         * convolution stage's window (M = channels out > N = columns) */
+        run_case(tcc, cc, GEMM_F32, 1, 203, 37, 300, 0, 0, 1, GEMM_ACT_RELU, 0);
+        run_case(tcc, cc, GEMM_F32, 1, 131, 61, 150, 1, 2, 0, GEMM_ACT_NONE, 1);
+        g_kc = 64, g_mc = 18;
+        run_case(tcc, cc, GEMM_F32, 1, 203, 37, 300, 2, 1, 1, GEMM_ACT_GELU_TANH, 0);
+        g_kc = g_mc = 0;
+        run_case(tcc, cc, GEMM_F64, 1, 75, 29, 500, 0, 1, 1, GEMM_ACT_NONE, 0);
+        win_geometry(0, 2, 1, 19, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, &i64b, &i64n, &i64k);
+        run_case(tcc, cc, GEMM_F32, i64b, 131, i64n, i64k, 0, 0, 1, GEMM_ACT_RELU, 1);
+        if (cc) host_case(GEMM_F32, i64b, 131, i64n, i64k, 1, 0, 0, GEMM_ACT_NONE, 0);
+        memset(&g_win, 0, sizeof g_win);
+        if (cc) {
+            printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
+                   "%d of them with A packed once, shared\n",
+                   isa_runs[0], isa_runs[1], isa_runs[2], par_runs, shared_runs);
+            CHECK(shared_runs > 0 && unshared_runs > 0); /* both threaded paths ran */
+        }
     }
     TEST_END("gemm");
 }

@@ -251,12 +251,34 @@ static const Isa isa_base = {"base", "", 16, 6, 2, 96, 256, 4096};
 enum { MAXT = 16 };
 #define PAR_WORK (1LL << 20)
 
+/* A threaded run splits N, so each task packs all of A for its columns alone: with few columns per
+ * task, packing A is a large part of its work (ResNet-18's stage 4: M = 512 channels, K = 4608, N =
+ * 256 columns, 128 per thread; each thread packed all 9.4 MB of the weights, from memory). So when a
+ * task of a 2-task split would have at most SHARE_COLS columns, the tasks first pack A together,
+ * each a run of its row panels, into one buffer of every K block (NAME_<isa>_sap, at most SHARE_MAX
+ * elements), and then split N reading it: A is packed once per call. Only where A is the same for
+ * every batch index (batch 1 or batch stride 0), and only where A's rows run along K (|sa_k| <=
+ * |sa_m|, as a convolution's weights and a linear's input do): that packing stores one element at a
+ * time across the panel, the costly part. A stored the other way (a transposed operand: the input
+ * gradient's W^T) packs with contiguous loads and stores, and the tasks reading the same A at once
+ * hit in the shared cache; there the extra buffer's traffic made the call slower (M 4608, K 512, N
+ * 256 at 2 threads: 0.84x), where the row-major shapes gained 1.02-1.27x. */
+/* SHARE_COLS: packing stores one element per element of A where the micro-kernel does one vector
+ * FMA per NR columns of it, so packing A costs about lanes / columns of a task's work (16 / 128 =
+ * 12% for stage 4, 1/2 of it saved at 2 threads); beyond 256 columns the saving (< 3%) is within
+ * what the second parallel_for and the buffer's traffic cost: M 64, K 16384, N 576 (a weight
+ * gradient's, 288 columns) ran 0.88-0.95x shared on the loaded 2-core machine. */
+enum { SHARE_COLS = 256 };
+#define SHARE_MAX (1LL << 24)
+
 typedef struct {
     int lanes, mr, nr;
     ll kc, mc, nc;      /* balanced, shrunk blocks */
     ll apack, bpack;    /* scratch elements */
     ll nb;              /* NR-column blocks */
     ll papack, pbpack;  /* threaded scratch: one slot per task, 64-byte aligned */
+    ll mp;              /* MR-row panels */
+    ll sapack;          /* threaded runs pack A once, into this many elements (SHARE_COLS), or 0 */
 } Blocks;
 
 static ll round16(ll a) { return round_up(a, 16); }
@@ -280,11 +302,16 @@ static Blocks blocks(const GemmSpec *s, const Isa *isa)
     b.papack = round16(b.apack) * min_ll(MAXT, b.nb);
     b.pbpack = 16; /* no zero-sized arrays */
     for (ll t = 2; t <= min_ll(MAXT, b.nb); t++) b.pbpack = t * task_bpack(&b, t) > b.pbpack ? t * task_bpack(&b, t) : b.pbpack;
+    b.mp = ceil_div(s->M, b.mr);
+    b.sapack = 0;
+    if ((s->batch == 1 || s->sa_b == 0) && abs_ll(s->sa_k) <= abs_ll(s->sa_m) && b.nb >= 2 &&
+        b.nr * ceil_div(b.nb, 2) <= SHARE_COLS && b.mp * b.mr * s->K <= SHARE_MAX)
+        b.sapack = round16(b.mp * b.mr * s->K);
     return b;
 }
 
 /* Task i of a threaded run computes the column blocks [i nb / tasks, (i+1) nb / tasks) with slot i of
- * the threaded scratch; NAME_<isa>_mt runs the tasks through b[4] and returns 1, or returns 0 (and does
+ * the threaded scratch (and A from the shared pack, when bk->sapack: the same panels it would pack); NAME_<isa>_mt runs the tasks through b[4] and returns 1, or returns 0 (and does
  * nothing) when b[4] asks for one thread or the problem is too small to split. Tiles start at the same
  * multiples of NR and K is blocked the same as in one thread, so every element of C is computed by one
  * task with the same operations in the same order: the result is bitwise that of one thread. */
@@ -292,13 +319,28 @@ static void render_par(Out *o, const GemmSpec *s, const Isa *isa, const Blocks *
 {
     const char *n = s->name, *id = isa->id, *at = isa->attr;
     ll work = (ll)s->batch * s->M * s->N * s->K;
+    if (bk->sapack) {
+        /* task i packs the row panels [i mp / tasks, (i+1) mp / tasks) of every K block into the shared
+         * buffer: block (ic, pc) at pc * MP + ic * kc (MP = mp * MR), laid out as NAME_<isa>_cols packs it */
+        put(o, "%sstatic void %s_%s_pack_task(void *arg, int i)\n{\n", at, n, id);
+        put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
+        put(o, "    ptrdiff_t r0 = %d * (i * (ptrdiff_t)%lld / j->tasks), r1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks), pc;\n",
+            bk->mr, bk->mp, bk->mr, bk->mp);
+        put(o, "    if (r1 > %lld) r1 = %lld;\n", (ll)s->M, (ll)s->M);
+        put(o, "    for (pc = 0; r0 < r1 && pc < %lld; pc += %lld) {\n", (ll)s->K, bk->kc);
+        put(o, "        const ptrdiff_t kc = %lld - pc < %lld ? %lld - pc : %lld;\n", (ll)s->K, bk->kc, (ll)s->K, bk->kc);
+        put(o, "        %s_%s_pack_a(j->A, r0, r1 - r0, pc, kc, %s_%s_sap + pc * %lld + r0 * kc);\n    }\n}\n", n, id, n,
+            id, bk->mp * bk->mr);
+    }
     put(o, "%sstatic void %s_%s_task(void *arg, int i)\n{\n", at, n, id);
     put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
     put(o, "    ptrdiff_t n0 = %d * (i * (ptrdiff_t)%lld / j->tasks), n1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n",
         bk->nr, bk->nb, bk->nr, bk->nb);
     put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, %s_%s_pap + i * %lld, "
-           "%s_%s_pbp + i * j->slot, j->eb);\n}\n",
+           "%s_%s_pbp + i * j->slot, ",
         n, id, (ll)s->N, (ll)s->N, n, id, round16(bk->apack), n, id);
+    if (bk->sapack) put(o, "%s_%s_sap, j->eb);\n}\n", n, id);
+    else put(o, "0, j->eb);\n}\n");
     put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const %s_par *par, void **eb)\n{\n", n,
         id, n);
     put(o, "    %s_job j;\n    ptrdiff_t cols;\n", n);
@@ -308,6 +350,7 @@ static void render_par(Out *o, const GemmSpec *s, const Isa *isa, const Blocks *
     put(o, "    cols = %d * ((%lld + j.tasks - 1) / j.tasks);\n", bk->nr, bk->nb);
     put(o, "    j.slot = ((cols < %lld ? cols : %lld) * %lld + 15) / 16 * 16;\n", bk->nc, bk->nc, bk->kc);
     put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.eb = eb;\n");
+    if (bk->sapack) put(o, "    par->parallel_for(j.tasks, %s_%s_pack_task, &j);\n", n, id);
     put(o, "    par->parallel_for(j.tasks, %s_%s_task, &j);\n    return 1;\n}\n", n, id);
 }
 
@@ -328,6 +371,7 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     put(o, "static T %s_%s_bp[%lld] __attribute__((aligned(64)));\n", n, id, bk.bpack);
     put(o, "static T %s_%s_pap[%lld] __attribute__((aligned(64)));\n", n, id, bk.papack);
     put(o, "static T %s_%s_pbp[%lld] __attribute__((aligned(64)));\n", n, id, bk.pbpack);
+    if (bk.sapack) put(o, "static T %s_%s_sap[%lld] __attribute__((aligned(64)));\n", n, id, bk.sapack);
 
     /* pack A rows [ic, ic+mc), k [pc, pc+kc) into mr-row panels: ap[p*kc + k*mr + i] */
     put(o, "%sstatic void %s_%s_pack_a(const T *A, ptrdiff_t ic, ptrdiff_t mc, ptrdiff_t pc, ptrdiff_t kc, T *ap)\n{\n",
@@ -434,8 +478,9 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     put(o, "}\n");
 
     /* the column-range driver */
+    /* sa: A packed whole (NAME_<isa>_sap, filled by the pack tasks), or 0: pack each block into ap */
     put(o, "%sstatic void %s_%s_cols(T *C, const T *A, const T *B, const T *bias, ptrdiff_t n0, ptrdiff_t n1, "
-           "T *ap, T *bp, void **eb)\n{\n",
+           "T *ap, T *bp, const T *sa, void **eb)\n{\n",
         at, n, id);
     if (!s->epilogue) put(o, "    (void)eb;\n");
     put(o, "    ptrdiff_t t, jc, pc, ic, jr, ir, i, j;\n");
@@ -452,13 +497,19 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     put(o, "                %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
     put(o, "                for (ic = 0; ic < %lld; ic += %lld) {\n", M, bk.mc);
     put(o, "                    const ptrdiff_t mc = %lld - ic < %lld ? %lld - ic : %lld;\n", M, bk.mc, M, bk.mc);
-    put(o, "                    %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
+    if (bk.sapack) {
+        put(o, "                    const T *aq = sa ? sa + pc * %lld + ic * kc : ap;\n", bk.mp * bk.mr);
+        put(o, "                    if (!sa) %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
+    } else {
+        put(o, "                    const T *aq = ap;\n                    (void)sa;\n");
+        put(o, "                    %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
+    }
     put(o, "                    for (jr = 0; jr < nc; jr += %d) {\n", nr);
     put(o, "                        const ptrdiff_t w = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
     put(o, "                        for (ir = 0; ir < mc; ir += %d) {\n", mr);
     put(o, "                            const ptrdiff_t h = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
     put(o, "                            T *c = Ct + (ic + ir) * %lld + jc + jr;\n", N);
-    put(o, "                            const T *pa = ap + ir * kc, *pb = bp + jr * kc;\n");
+    put(o, "                            const T *pa = aq + ir * kc, *pb = bp + jr * kc;\n");
     put(o, "                            if (h == %d && w == %d) {\n", mr, nr);
     put(o, "                                %s_%s_ukr(kc, pa, pb, c, %lld, first, last, %s);\n", n, id, N,
         s->bias ? "bias + jc + jr" : "0");
@@ -549,7 +600,7 @@ static void render_simd(Out *o, const GemmSpec *s, int only)
         if (i == 0) put(o, "#endif\n");
         if (only >= 0 && only != i) continue;
         put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, par, eb))\n"
-               "            %s_%s_cols(C, A, B, bias, 0, %lld, %s_%s_ap, %s_%s_bp, eb);\n        return %d;\n    }\n",
+               "            %s_%s_cols(C, A, B, bias, 0, %lld, %s_%s_ap, %s_%s_bp, 0, eb);\n        return %d;\n    }\n",
             i, n, ids[i], n, ids[i], (ll)s->N, n, ids[i], n, ids[i], i);
     }
     put(o, "    return -1;\n}\n");

@@ -74,9 +74,14 @@
  *   * K >= 2^20, the NR-column blocks are split into min(threads, 16,
  *   blocks) runs, one task each, run through b[4]->parallel_for; each task
  *   has its own slot of a second static scratch (NAME_<isa>_pap / _pbp,
- *   sized at render time for the worst split, untouched until used). C is
+ *   sized at render time for the worst split, untouched until used). When
+ *   a task of a 2-task split would get at most 256 columns (and A is the
+ *   same for every batch index, its rows along K), a first parallel_for packs all of A, once,
+ *   into a static buffer the tasks then share (NAME_<isa>_sap: each task a
+ *   run of the row panels; gemm.c, SHARE_COLS), instead of every task
+ *   packing all of A for its few columns. C is
  *   bitwise the one-thread result: each element is computed by one task,
- *   with the same tiles and the same K order. The scalar dialect ignores b[4].
+ *   with the same tiles, the same packed panels and the same K order. The scalar dialect ignores b[4].
  *   Compile with FMA contraction on (gnu99's default): -std=c99 turns it off.
  */
 #ifndef KN_TARGETS_C_GEMM_H
