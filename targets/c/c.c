@@ -7,7 +7,6 @@
  * and the error cell of index checks.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "../../port/port.h"
 #include "../../src/target.h"
@@ -21,14 +20,7 @@ static int tcc_available(void) { return port_jit_available(PORT_TCC); }
  * (the SIMD dialect's macro header and cc's flags) comes from run-time CPU
  * detection, never from -march=native in the library's own build. FP
  * contraction stays off: pointwise results match the scalar dialect's bit
- * for bit. -O2, not -O3: the GEMM template is unrolled by its renderer and
- * the loops carry KN_IVDEP, so -O3 bought no speed measurable on this
- * shared machine on the BENCHMARKS.md steps (callgrind: its loop kernels ran
- * ~5% fewer instructions, its GEMMs the same) and cost 1.7x the compile time
- * (gpt, cnn, mlp side by side, 2026-11-25). gcc's -O2 vectorises only loops
- * that need no epilogue (its "very cheap" cost model), so gcc gets -O3's
- * model back (steps 2-5% slower without it); clang's -O2 has it already and
- * rejects the flag. */
+ * for bit. */
 static size_t cc_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
 {
     return c_render_isa(ks, nk, c_isa_host(), buf, cap);
@@ -36,10 +28,8 @@ static size_t cc_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
 
 static void *cc_load(const char *src, char *why)
 {
-    char flags[200], version[256];
-    int clang = port_jit_version(PORT_CC, version) && strstr(version, "clang");
-    snprintf(flags, sizeof flags, "-O2%s -ffp-contract=off %s", clang ? "" : " -fvect-cost-model=dynamic",
-             c_isa_host()->flags);
+    char flags[160];
+    snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", c_isa_host()->flags);
     return port_jit(PORT_CC, src, flags, why);
 }
 /* the dialect and flags the host's ISA gives (cc_render, cc_load) */
