@@ -258,7 +258,7 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
             if (d == st->node) continue;
             /* the rest of the kernel as the template's epilogue, on each tile */
             if (!(st->k = arena_alloc(&p->arena, sizeof *st->k))) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
-            LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK}; /* its loops are the tile's */
+            LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK, 0}; /* its loops are the tile's */
             if (lower_epilogue(ctx, p->g, s, st->node, ex, &p->arena, st->k) || ir_verify(ctx, st->k) ||
                 loopopt_run(ctx, st->k, &simplify) || ir_verify(ctx, st->k))
                 return ctx->status;

@@ -375,7 +375,7 @@ static void finish(Outs *o)
     if (ok) run_with(PORT_CC, NULL, o, g, &s, lk, nk, src, vals);
     /* the SIMD dialect of the loop-optimised kernels: parallel wherever
      * allowed, vector loops of width 4 (so 7 and 13 leave tails) */
-    LoopOptions lo = {1, 4, 0};
+    LoopOptions lo = {1, 4, 0, 0};
     for (int i = 0; ok && i < nk; i++)
         if (!lk[i].interp) ok = EXPECT(loopopt_run(ctx, &lk[i].k, &lo) == 0 && ir_verify(ctx, &lk[i].k) == 0, "%s: %s",
                                        o->name, kn_last_error(ctx));
