@@ -35,6 +35,7 @@ struct Opt {
     ExprTable *ex;
     int64_t *lo, *hi;  /* per var: its range while a loop binds it */
     uint8_t *known;    /* per var: 1 while lo, hi hold */
+    ExprId *ext;       /* per var: the extent of the loop binding it (any expression), 0 if none; or NULL */
     IrRef *memo;       /* per old value: its rewrite, valid when stamp == gen */
     uint32_t *stamp;
     uint32_t gen, n0;  /* n0: nodes when the rewrite began (memo covers these) */
@@ -232,6 +233,24 @@ static ExprId rejoin(ExprTable *t, ExprId e)
     return r;
 }
 
+/* Whether a is in [0, b) for an extent b of shape symbols (no range): a is
+ * the var of a loop of extent b, plus terms that are 0 (a loop of one). */
+static int below_extent(Opt *o, ExprId a, ExprId b)
+{
+    const ExprNode *x = expr_node(o->ex, a);
+    int64_t l, h;
+    if (!x || !o->ext) return 0;
+    if (x->kind == EX_SYM) return x->c < o->k->nvars && o->ext[x->c] == b;
+    if (x->kind != EX_ADD || x->c != 0) return 0;
+    int vars = 0;
+    for (int i = 0; i < x->n; i++) {
+        const ExprNode *y = expr_node(o->ex, x->args[i]);
+        if (y && y->kind == EX_SYM && y->c < o->k->nvars && o->ext[y->c] == b && !vars) vars = 1;
+        else if (!range(o, x->args[i], &l, &h) || l != 0 || h != 0) return 0;
+    }
+    return vars;
+}
+
 static ExprId simplify(Opt *o, ExprId e)
 {
     const ExprNode *x = expr_node(o->ex, e);
@@ -258,6 +277,8 @@ static ExprId simplify(Opt *o, ExprId e)
             return kind == EX_FLOORDIV ? expr_const(t, fdiv(l, c))
                                        : expr_sub(t, args[0], expr_const(t, fdiv(l, c) * c));
         if (positive_const(t, args[1], &c) && (r = split_div(o, kind, args[0], c))) return r;
+        if (!expr_as_const(t, args[1], &c) && below_extent(o, args[0], args[1]))
+            return kind == EX_FLOORDIV ? expr_const(t, 0) : args[0];
         return kind == EX_FLOORDIV ? expr_floordiv(t, args[0], args[1]) : expr_mod(t, args[0], args[1]);
     case EX_MAX:
     case EX_MIN:
@@ -305,6 +326,7 @@ static void bind(Opt *o, const IrNode *loop, int on)
     int64_t e;
     int v = loop->var;
     o->known[v] = (uint8_t)(on && expr_as_const(o->ex, loop->index, &e) && e >= 1);
+    if (o->ext) o->ext[v] = on ? loop->index : 0;
     if (o->known[v]) o->lo[v] = 0, o->hi[v] = clamp_big(e - 1);
     o->gen++;
 }
@@ -794,11 +816,11 @@ int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *opt)
     if (!opt) memset(&none, 0, sizeof none), opt = &none;
     memset(&o, 0, sizeof o);
     o.ctx = ctx, o.k = k, o.ex = k->ex, o.hint = opt->hint;
-    size_t nv = (size_t)k->nvars + 1, bytes = nv * (2 * sizeof(int64_t) + 1);
+    size_t nv = (size_t)k->nvars + 1, bytes = nv * (2 * sizeof(int64_t) + sizeof(ExprId) + 1);
     void *mem = kn_alloc(ctx, bytes);
     if (!mem) return kn_errs(ctx, KN_ENOMEM, "loopopt: kernel %.31s: out of memory", k->name);
     memset(mem, 0, bytes);
-    o.lo = mem, o.hi = o.lo + nv, o.known = (uint8_t *)(o.hi + nv);
+    o.lo = mem, o.hi = o.lo + nv, o.ext = (ExprId *)(o.hi + nv), o.known = (uint8_t *)(o.ext + nv);
     if (!(opt->skip & LOOPOPT_NO_SIMPLIFY)) err = rewrite(&o, 0, simplify_fx);
     if (!err && !(opt->skip & LOOPOPT_NO_COLLAPSE)) err = collapse_block(&o, k->body);
     if (!err && !(opt->skip & LOOPOPT_NO_MARK)) err = mark(&o, opt);

@@ -25,8 +25,11 @@
  *    declared outside are allowed: targets give them lanes).
  * Only serial loops are collapsed or marked; kinds set before are kept.
  * Symbolic extents (shape symbols, IR_SHAPE_SYM) give no ranges, so
- * simplification never relies on a size; collapse takes an outer loop of
- * symbolic extent over an inner one of constant extent.
+ * simplification never relies on a size's value, only on the one fact that
+ * holds at every size: the var of a loop of extent E is in [0, E), so v%E is
+ * v and v//E is 0 (a gather's index read back through its shape); collapse
+ * takes an outer loop of symbolic extent over an inner one of constant
+ * extent.
  */
 #ifndef KN_LOOPOPT_H
 #define KN_LOOPOPT_H

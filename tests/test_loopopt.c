@@ -429,6 +429,22 @@ int main(void)
                       "  for s0 in s4096\n"
                       "    b0[s0] = b1[s0%8]\n";
     hand(ctx, mod, &hint2, mod);
+    /* a var of a loop of z0 iterations is below z0 at every size; a sum of two vars is not */
+    hand(ctx,
+         "kernel k(out b0 f32[s4096], in b1 f32[s4096])\n"
+         "  for s0 in s4096\n"
+         "    for s1 in 1\n"
+         "      b0[s0] = b1[(s0+s1)//s4096+(s0+s1)%s4096]\n",
+         &o,
+         "kernel k(out b0 f32[s4096], in b1 f32[s4096])\n"
+         "  for s0 in s4096\n"
+         "    for s1 in 1\n"
+         "      b0[s0] = b1[s0+s1]\n");
+    const char *two = "kernel k(out b0 f32[s4096*2], in b1 f32[s4096])\n"
+                      "  for s0 in s4096\n"
+                      "    for s1 in 2\n"
+                      "      b0[s0*2+s1] = b1[(s0+s1)%s4096]\n";
+    hand(ctx, two, &o, two);
     hand(ctx,
          "kernel k(out b0 f32[s4096], in b1 f32[s4096])\n"
          "  for s0 in s4096\n"
