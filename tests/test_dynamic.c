@@ -179,7 +179,7 @@ static void test_train_sweep(int bi, int dyn, const char *model, ModelCfg cfg, i
     for (int c = 0; c < 5; c++) {
         kn_scope_begin(ca);
         kn_scope_begin(cb);
-        kn_tensor *x, *y, *x2, *y2, *la[1] = {0}, *lb[1] = {0};
+        kn_tensor *x = NULL, *y = NULL, *x2 = NULL, *y2 = NULL, *la[1] = {0}, *lb[1] = {0};
         CHECK(model_batch(ca, ma, sweep[c], &x, &y) == KN_OK && model_batch(cb, mb, sweep[c], &x2, &y2) == KN_OK);
         kn_tensor *in[2] = {x, y}, *in2[2] = {x2, y2};
         kn_status s = kn_call(f, in, 2, la, 1);
@@ -246,7 +246,7 @@ static void test_region_sweep(int bi, int dyn)
     for (int c = 0; c < 5; c++) {
         kn_scope_begin(ca);
         kn_scope_begin(cb);
-        kn_tensor *x, *y, *x2, *y2, *logits[1] = {0};
+        kn_tensor *x = NULL, *y = NULL, *x2 = NULL, *y2 = NULL, *logits[1] = {0};
         CHECK(model_batch(ca, ma, sweep[c], &x, &y) == KN_OK && model_batch(cb, mb, sweep[c], &x2, &y2) == KN_OK);
         kn_status s = kn_call(f, &x, 1, logits, 1);
         CHECK_MSG(s == KN_OK, "%s %s region B=%lld: %s", bname[bi], dname[dyn], (long long)sweep[c], kn_last_error(ca));
