@@ -51,11 +51,12 @@ typedef struct {
                            hold: that step, whose code it runs, else -1 */
     void *epi;          /* a dot's epilogue entry, handed to the template (so it can share a unit) */
     ExprId *gx;         /* a generic program's dot whose sizes depend on z0: batch, M, N, K, sa_b, sa_m, sa_k,
-                           sb_b, sb_k, sb_n, off[0], off[1] as expressions (GX_N), run through the library's
-                           GEMM (gemm_rt.h) at each size's values; NULL: the spec's numbers */
+                           sb_b, sb_k, sb_n, off[0], off[1] and a convolution's window n, c, h, w, kh, kw, oh,
+                           ow, sh, sw, dh, dw, ph, pw, sx_n, sx_c, sx_h, sx_w as expressions (GX_N), run
+                           through the library's GEMM (gemm_rt.h) at each size's values; NULL: the spec's */
 } Step;
 
-enum { GX_N = 12, GEN_PROBES = 4 };
+enum { GX_WIN = 12, GX_N = 30, GEN_PROBES = 4 };
 
 struct Program {
     kn_ctx *ctx;
@@ -1109,7 +1110,8 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
  * schedules, steps and kernels are the same but for numbers that are one
  * affine a*z0 + b at every probe (extents, indices, buffer sizes, a dot's
  * sizes, strides and offsets; a constant that is such a size or its
- * reciprocal: a mean's divisor), those numbers become expressions of z0, a
+ * reciprocal: a mean's divisor; a*z0*z0 + b*z0 + c where an (s0, s0)
+ * tensor makes them quadratic), those numbers become expressions of z0, a
  * shape symbol (ir.h IR_SHAPE_SYM) that the kernels read at run time. The
  * loop passes then run on the generic kernels: their ranges know nothing of
  * z0, so no index is simplified on the strength of a size; parallel and
@@ -1118,9 +1120,9 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
  * z0 runs through the library's GEMM (gemm_rt.h) with this size's numbers,
  * its epilogue compiled generic. One module is compiled; program_at plans
  * each size's graph (cheap) and runs its steps. Anything else (a schedule
- * or kernel that differs in form between probes, a convolution's window
- * that depends on the size, a value not affine in it) fails with the reason,
- * and the caller specialises. */
+ * or kernel that differs in form between probes, a value not affine in the
+ * size) fails with the reason, and the caller specialises. A convolution's
+ * window (GemmWindow) is generic like the rest of a dot. */
 
 /* c[j] at z0 = sv[j] (np >= 3 probes): an expression of z0, a*z0*z0 + b*z0 + c with integers a, b, c
  * (divided differences of the first three, checked at the rest; a size of a (s0, s0) tensor is
@@ -1341,12 +1343,15 @@ static int gen_step(Program *p, Program *const *q, int s, const int64_t *sv, int
         for (int j = 0; j < np; j++) {
             const Step *y = &q[j]->steps[s];
             const GemmSpec *g = y->gemm;
+            const GemmWindow *w = &g->win;
             int64_t v[GX_N] = {g->batch, g->M, g->N, g->K, g->sa_b, g->sa_m, g->sa_k, g->sb_b, g->sb_k, g->sb_n,
-                               y->off[0], y->off[1]};
+                               y->off[0], y->off[1], w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow, w->sh,
+                               w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
             c[j] = v[f];
-            if (memcmp(&g->win, &x->gemm->win, sizeof g->win) || g->dtype != x->gemm->dtype || g->act != x->gemm->act ||
-                g->bias != x->gemm->bias) {
-                snprintf(why, cap, "dot %%%u: its window (a convolution's) depends on the size", (unsigned)x->dot);
+            if (w->on != x->gemm->win.on || w->t != x->gemm->win.t || g->dtype != x->gemm->dtype ||
+                g->act != x->gemm->act || g->bias != x->gemm->bias) {
+                snprintf(why, cap, "dot %%%u is another kind of product at size %lld", (unsigned)x->dot,
+                         (long long)sv[j]);
                 return 1;
             }
         }
@@ -1436,7 +1441,7 @@ Program *program_at(kn_ctx *ctx, const Program *gen, const Graph *g, int64_t z0)
             for (int f = 0; p->steps[s].gx && f < GX_N; f++) {
                 int64_t v = expr_eval(gen->gex, p->steps[s].gx[f], symv, &err);
                 p->gv[GX_N * s + f] = v;
-                err |= f < 4 && v < 1; /* batch, M, N, K */
+                err |= (f < 4 || (p->steps[s].gemm->win.on && f >= GX_WIN && f < GX_WIN + 12)) && v < 1; /* sizes, steps */
             }
     }
     kn_dealloc(ctx, symv, (IR_SHAPE_SYM + 1) * sizeof *symv);
@@ -1526,8 +1531,8 @@ static kn_status run_rt_gemm(Program *p, const Step *st, kn_tensor **vals, void 
     const int64_t *v = p->gv + GX_N * (st - p->steps);
     size_t es = s->dtype == GEMM_F32 ? 4 : 8;
     const GemmWindow *w = &s->win;
-    int64_t win[19] = {w->t, w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow, w->sh,
-                       w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
+    int64_t win[19] = {w->t}; /* then n, c, h, w, ... at this size */
+    memcpy(win + 1, v + GX_WIN, 18 * sizeof *win);
     KnRtGemm g;
     memset(&g, 0, sizeof g);
     g.C = buffer_ptr(p, st->node, vals);

@@ -409,8 +409,8 @@ typedef struct {
                                   dim >= 2 and those of its size); off: never. Backends tcc and c compile
                                   a generic entry once, kernels that read s0 at run time. What cannot be
                                   generic (a size read as a value, a graph break, a size not affine in s0,
-                                  kernels or a convolution's window that differ in form with the size)
-                                  specialises, logged (KILN_LOGS=recompiles) */
+                                  kernels that differ in form with the size) specialises, logged
+                                  (KILN_LOGS=recompiles) */
     int fullgraph;             /* a graph break is an error */
     int recompile_limit;       /* 0: 8; past it calls run eagerly, with one warning */
     kn_tensor *const *params;  /* the caller's parameter array (must outlive the fn); may be NULL */

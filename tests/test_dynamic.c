@@ -546,6 +546,9 @@ int main(void)
     for (int bi = 0; bi < 3; bi++) test_generic_sweep(bi, 0), test_generic_sweep(bi, 1);
     for (int bi = 1; bi < 3; bi++) test_train_sweep(bi, 1, "mlp", (ModelCfg){0}, 0, 0, NULL);
     test_train_sweep(2, 0, "gpt", gpt, 0, 0, NULL);
+    /* a convolution's windows (forward, and the weight's and input's gradients) in the batch */
+    test_train_sweep(1, 0, "smallcnn", (ModelCfg){0}, 0, 0, NULL);
+    test_train_sweep(2, 0, "smallcnn", (ModelCfg){0}, 0, 0, NULL);
     test_region_sweep(0, 1);
     test_specialise(square_body, "square", "makes constants of other values");
     test_specialise(outer_body, "outer", "not affine in the size");
