@@ -1744,10 +1744,14 @@ static const DynProg *dyn_prog(kn_fn *f, CEntry *e, const Seg *sg, int64_t s)
         dyn_drop(ctx, q, d->nu);
         return NULL;
     }
-    if (d->code && h->n == g->n) { /* the generic code, planned for this size */
-        q->p = program_at(ctx, d->code, h, s);
-    } else { /* the interpreter's plan, or code for this size where nodes merge at it */
-        if (d->code)
+    int fresh = !d->code || h->n != g->n; /* the interpreter's plan, or code for this size */
+    if (!fresh && !(q->p = program_at(ctx, d->code, h, s)) && ctx->status != KN_ENOMEM) { /* a dot of no size */
+        log_line(ctx, LOG_RECOMPILES, "%s: s0 = %lld: %s: compiled for it", f->name, (long long)s, kn_last_error(ctx));
+        kn_clear_error(ctx);
+        fresh = 1;
+    }
+    if (fresh) {
+        if (d->code && h->n != g->n)
             log_line(ctx, LOG_RECOMPILES, "%s: s0 = %lld: nodes of the generic graph are equal at this size: "
                      "compiled for it", f->name, (long long)s);
         q->p = compile_graph(ctx, h, hu, nhu, &d->co);
