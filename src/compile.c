@@ -20,6 +20,9 @@
  *
  * Requires: a graph of concrete shapes and its outputs. Produces: a Program
  * that program_run runs on input tensors, equal to the interpreter's result.
+ * Dynamic shapes: compile_generic makes one program for a graph at every
+ * size of one symbol, program_at runs it at a size ("programs generic in a
+ * size", below).
  */
 #include <math.h>
 #include <stdio.h>
