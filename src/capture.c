@@ -148,6 +148,7 @@ struct kn_fn {
     kn_compile_opts o;
     CEntry *entries;  /* newest first */
     int nentries, calls, recompiles, graph_breaks, eager_calls, warned;
+    int compiles;     /* programs made with code (backends tcc, c): a segment's, or a generic one's */
     uint8_t dyn[MAX_IO][KN_MAX_DIMS]; /* dims marked dynamic (auto: seen to change; on: all) */
     char name[64];
 };
@@ -355,6 +356,7 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
     if (!sg->prog) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "compile failed");
     ProgramStats st;
     program_stats(sg->prog, &st);
+    c->f->compiles += strcmp(st.backend, "interp") != 0;
     e->kernels += st.kernels;
     e->interp_steps += st.interp_steps;
     e->nodes += (int)(sg->g->n - 1 - sg->g->ninputs);
@@ -395,6 +397,8 @@ struct DynSeg {
     int reuse;       /* its programs' (PROGRAM_POOL; a region's backward PROGRAM_FRESH: grads go to the tape) */
     DynProg cache[DYN_CACHE];
     uint64_t tick;
+    Program *code;   /* backends tcc and c: the program generic in s0 (compile_generic) whose code every size
+                        runs; NULL: the interpreter (a plan per size) */
 };
 
 static const DynProg *dyn_prog(kn_fn *f, CEntry *e, const Seg *sg, int64_t s0);
@@ -1471,8 +1475,13 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
  *
  * Running a generic segment evaluates its graph at the call's s0 and plans
  * it (a program per size, the last DYN_CACHE kept): cheap for the
- * interpreter, which has no code to make. Backends tcc and c still compile
- * loop kernels for concrete sizes, so there the dims specialise (logged).
+ * interpreter, which has no code to make. Backends tcc and c compile the
+ * segment once when the entry is made, into a program whose kernels read s0
+ * at run time (compile_generic, from its graph at the four probe sizes);
+ * each size then only plans its arena (program_at). Where the graph does
+ * not lower to one such program (compile.c says why), the dims specialise,
+ * logged; a size at which two nodes of the generic graph are equal (so the
+ * graph has other nodes) compiles a program for that size, logged too.
  *
  * Limit: the trace cannot see C control flow. A body that branches on a
  * size (if (kn_shape(x)[0] > 64) ...) is caught only where the branches
@@ -1658,7 +1667,36 @@ static void dyn_free(DynSeg *d)
     if (!d) return;
     for (int i = 0; i < DYN_CACHE; i++)
         if (d->cache[i].p || d->cache[i].g) dyn_drop(d->ex.arena.ctx, &d->cache[i], d->nu);
+    program_free(d->code); /* after its instances */
     expr_free(&d->ex);
+}
+
+/* The generic graph g of d at s0 = s (map: g's node -> the new graph's):
+ * NULL with *err 1 (no valid shapes at s) or 2 (out of memory). Nodes that
+ * are equal at s are one (the new graph has fewer). */
+static Graph *dyn_graph(kn_ctx *ctx, const DynSeg *d, const Graph *g, int64_t s, uint32_t *map, int *err)
+{
+    Graph *h = graph_new(ctx);
+    if (!h) return *err = 2, NULL;
+    map[0] = 0;
+    for (uint32_t v = 1; v < g->n && !*err; v++) {
+        Node n = g->nodes[v];
+        const GenNode *gn = &d->gen[v];
+        for (int dd = 0; gn->any && dd < KN_MAX_DIMS; dd++)
+            if (gn->shape[dd]) n.shape[dd] = expr_eval(&d->ex, gn->shape[dd], &s, err);
+        for (int i = 0; gn->any && i < 2 * KN_MAX_DIMS; i++)
+            if (gn->i[i]) n.p.i[i] = expr_eval(&d->ex, gn->i[i], &s, err);
+        if (gn->f) {
+            int64_t c = expr_eval(&d->ex, gn->f, &s, err);
+            n.p.f = gn->finv ? (c ? 1.0 / (double)c : (*err = 1, 0.0)) : (double)c;
+        }
+        for (int dd = 0; dd < n.ndim; dd++) *err |= n.shape[dd] < 0;
+        for (int i = 0; i < n.nsrc; i++) n.src[i] = map[n.src[i]];
+        if (!*err && !(map[v] = graph_add(h, &n))) *err = 2;
+        if (n.op == OP_INPUT) h->ninputs++;
+    }
+    if (*err) graph_free(h), h = NULL;
+    return h;
 }
 
 /* The segment's graph at s0 = s, planned: from the cache, else made (the
@@ -1678,33 +1716,15 @@ static const DynProg *dyn_prog(kn_fn *f, CEntry *e, const Seg *sg, int64_t s)
     dyn_drop(ctx, q, d->nu);
     const Graph *g = sg->g;
     uint32_t *map = kn_alloc(ctx, g->n * sizeof *map), hu[MAX_VALS];
-    Graph *h = map ? graph_new(ctx) : NULL;
     q->slot = kn_alloc(ctx, (size_t)(d->nu + 1) * sizeof *q->slot);
-    if (!h || !q->slot) {
+    int err = !map || !q->slot ? 2 : 0;
+    Graph *h = err ? NULL : dyn_graph(ctx, d, g, s, map, &err);
+    if (err == 2) {
         kn_dealloc(ctx, map, g->n * sizeof *map);
-        if (h) graph_free(h);
         dyn_drop(ctx, q, d->nu);
         return kn_err(ctx, KN_ENOMEM, "%s: out of memory planning s0 = %lld", f->name, (long long)s);
     }
     q->g = h;
-    int err = 0;
-    map[0] = 0;
-    for (uint32_t v = 1; v < g->n && !err; v++) {
-        Node n = g->nodes[v];
-        const GenNode *gn = &d->gen[v];
-        for (int dd = 0; gn->any && dd < KN_MAX_DIMS; dd++)
-            if (gn->shape[dd]) n.shape[dd] = expr_eval(&d->ex, gn->shape[dd], &s, &err);
-        for (int i = 0; gn->any && i < 2 * KN_MAX_DIMS; i++)
-            if (gn->i[i]) n.p.i[i] = expr_eval(&d->ex, gn->i[i], &s, &err);
-        if (gn->f) {
-            int64_t c = expr_eval(&d->ex, gn->f, &s, &err);
-            n.p.f = gn->finv ? (c ? 1.0 / (double)c : (err = 1, 0.0)) : (double)c;
-        }
-        for (int dd = 0; dd < n.ndim; dd++) err |= n.shape[dd] < 0;
-        for (int i = 0; i < n.nsrc; i++) n.src[i] = map[n.src[i]];
-        if (!err && !(map[v] = graph_add(h, &n))) err = 2;
-        if (n.op == OP_INPUT) h->ninputs++;
-    }
     int nhu = 0;
     for (int j = 0; j < d->nu && !err; j++) { /* nodes equal at this size are one: so are their outputs */
         uint32_t u = map[d->uniq[j]];
@@ -1720,7 +1740,24 @@ static const DynProg *dyn_prog(kn_fn *f, CEntry *e, const Seg *sg, int64_t s)
                         : kn_err(ctx, KN_EINVAL, "%s: the graph generic in s0 has no valid shapes at s0 = %lld",
                                  f->name, (long long)s);
     }
-    if (graph_verify(ctx, h) || !(q->p = compile_graph(ctx, h, hu, nhu, &d->co))) {
+    if (graph_verify(ctx, h)) {
+        dyn_drop(ctx, q, d->nu);
+        return NULL;
+    }
+    int fresh = !d->code || h->n != g->n; /* the interpreter's plan, or code for this size */
+    if (!fresh && !(q->p = program_at(ctx, d->code, h, s)) && ctx->status != KN_ENOMEM) { /* a dot of no size */
+        log_line(ctx, LOG_RECOMPILES, "%s: s0 = %lld: %s: compiled for it", f->name, (long long)s, kn_last_error(ctx));
+        kn_clear_error(ctx);
+        fresh = 1;
+    }
+    if (fresh) {
+        if (d->code && h->n != g->n)
+            log_line(ctx, LOG_RECOMPILES, "%s: s0 = %lld: nodes of the generic graph are equal at this size: "
+                     "compiled for it", f->name, (long long)s);
+        q->p = compile_graph(ctx, h, hu, nhu, &d->co);
+        if (q->p && d->code) f->compiles++;
+    }
+    if (!q->p) {
         dyn_drop(ctx, q, d->nu);
         return NULL;
     }
@@ -1759,6 +1796,43 @@ static void dyn_arena_expr(kn_fn *f, CEntry *e, const int64_t *sv)
     }
 }
 
+/* Backends tcc and c: sg's program generic in s0, compiled once from its
+ * graph at the probe sizes sv[0..4) (compile_generic): 1, or 0 with the
+ * reason in why. */
+static int dyn_compile(kn_fn *f, Seg *sg, const int64_t *sv, char *why, size_t cap)
+{
+    kn_ctx *ctx = f->ctx;
+    DynSeg *d = sg->dyn;
+    const Graph *g = sg->g;
+    Graph *hs[4] = {0};
+    uint32_t *map = kn_alloc(ctx, g->n * sizeof *map);
+    int err = !map ? 2 : 0;
+    if (!d->nu) {
+        kn_dealloc(ctx, map, g->n * sizeof *map);
+        return 1; /* nothing to compute */
+    }
+    for (int j = 0; j < 4 && !err; j++) {
+        hs[j] = dyn_graph(ctx, d, g, sv[j], map, &err);
+        if (!err && hs[j]->n != g->n) {
+            snprintf(why, cap, "nodes of the generic graph are equal at size %lld", (long long)sv[j]);
+            err = 1;
+        }
+    }
+    kn_dealloc(ctx, map, g->n * sizeof *map);
+    if (err == 2) snprintf(why, cap, "out of memory");
+    if (!err && !(d->code = compile_generic(ctx, (const Graph *const *)hs, sv, 4, d->uniq, d->nu, &d->co, why, cap)))
+        err = 1;
+    for (int j = 0; j < 4; j++)
+        if (hs[j]) graph_free(hs[j]);
+    if (err) {
+        if (!why[0]) snprintf(why, cap, "%s", kn_last_error(ctx));
+        kn_clear_error(ctx);
+        return 0;
+    }
+    f->compiles++;
+    return 1;
+}
+
 /* The dims of in[] that would be s0 under f's dynamic setting: their marks
  * in sym (zeroed first); returns s0's size at this call, or 0 if none. */
 static int64_t dyn_dims(kn_fn *f, kn_tensor *const *in, int nin, uint8_t (*sym)[KN_MAX_DIMS])
@@ -1786,12 +1860,8 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     while (!sym[k0][d0])
         if (++d0 == KN_MAX_DIMS) d0 = 0, k0++;
     char why[256] = "";
-    if ((f->o.backend == KN_BACKEND_C && port_jit_available(PORT_CC)) ||
-        (f->o.backend == KN_BACKEND_TCC && port_jit_available(PORT_TCC))) { /* else it runs on interp */
-        log_line(ctx, LOG_RECOMPILES, "%s: in[%d] dim %d specialised to %lld: backend %s compiles kernels for "
-                 "concrete sizes", f->name, k0, d0, (long long)n, f->o.backend == KN_BACKEND_C ? "c" : "tcc");
-        return NULL;
-    }
+    int code = (f->o.backend == KN_BACKEND_C && port_jit_available(PORT_CC)) ||
+               (f->o.backend == KN_BACKEND_TCC && port_jit_available(PORT_TCC)); /* else it runs on interp */
     double t0 = now_ms();
     int64_t sv[4] = {n, n + 1, n + 3, n == 2 ? 4 : 2};
     int64_t (*shapes)[KN_MAX_DIMS] = kn_alloc(ctx, (size_t)(nin + 1) * sizeof *shapes);
@@ -1815,6 +1885,9 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     kn_dealloc(ctx, shapes, (size_t)(nin + 1) * sizeof *shapes);
     int d = !why[0] && dyn_match(f, e, sv, why, sizeof why);
     for (int j = 1; j < 4; j++) entry_unref(e[j]);
+    if (d && code) /* one program for every size, the forward's and a region backward's */
+        d = dyn_compile(f, &e[0]->segs[0], sv, why, sizeof why) &&
+            (!e[0]->rg || dyn_compile(f, &e[0]->rg->bwd, sv, why, sizeof why));
     ctx->rng_ctr = d ? ctr1 : ctr0; /* as after the one trace that made the entry, or before the next */
     if (!d) {
         entry_unref(e[0]);
@@ -1826,6 +1899,15 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     for (int k = 0; k < nin; k++) memcpy(g->ing[k].sym, sym[k], sizeof g->ing[k].sym);
     g->nodes = (int)(g->segs[0].g->n - 1 - g->segs[0].g->ninputs);
     g->backend = "interp";
+    g->kernels = g->interp_steps = 0, g->code_bytes = 0;
+    for (int j = 0; j < 2; j++) {
+        const DynSeg *ds = j ? (g->rg ? g->rg->bwd.dyn : NULL) : g->segs[0].dyn;
+        ProgramStats st;
+        if (!ds || !ds->code) continue;
+        program_stats(ds->code, &st);
+        g->backend = st.backend, g->kernels += st.kernels, g->interp_steps += st.interp_steps;
+        g->code_bytes += st.code_bytes;
+    }
     dyn_arena_expr(f, g, sv);
     g->compile_ms = now_ms() - t0;
     log_line(ctx, LOG_RECOMPILES, "%s: entry %d is generic in s0 = in[%d] dim %d (now %lld), arena %s bytes",
@@ -2009,6 +2091,7 @@ kn_status kn_fn_stats(const kn_fn *f, kn_fn_info *info)
     info->recompiles = f->recompiles;
     info->graph_breaks = f->graph_breaks;
     info->eager_calls = f->eager_calls;
+    info->compiles = f->compiles;
     const CEntry *e = f->entries;
     if (e) {
         info->graphs = e->nsegs + (e->rg != NULL);

@@ -20,12 +20,17 @@
  *
  * Requires: a graph of concrete shapes and its outputs. Produces: a Program
  * that program_run runs on input tensors, equal to the interpreter's result.
+ * Dynamic shapes: compile_generic makes one program for a graph at every
+ * size of one symbol, program_at runs it at a size ("programs generic in a
+ * size", below).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compile.h"
+#include "gemm_rt.h"
 #include "log.h"
 #include "loopopt.h"
 #include "lower.h"
@@ -48,7 +53,13 @@ typedef struct {
     int same;           /* a loop kernel equal to an earlier step's but for its name and the nodes its buffers
                            hold: that step, whose code it runs, else -1 */
     void *epi;          /* a dot's epilogue entry, handed to the template (so it can share a unit) */
+    ExprId *gx;         /* a generic program's dot whose sizes depend on z0: batch, M, N, K, sa_b, sa_m, sa_k,
+                           sb_b, sb_k, sb_n, off[0], off[1] and a convolution's window n, c, h, w, kh, kw, oh,
+                           ow, sh, sw, dh, dw, ph, pw, sx_n, sx_c, sx_h, sx_w as expressions (GX_N), run
+                           through the library's GEMM (gemm_rt.h) at each size's values; NULL: the spec's */
 } Step;
+
+enum { GX_WIN = 12, GX_N = 30, GEN_PROBES = 4 };
 
 struct Program {
     kn_ctx *ctx;
@@ -71,6 +82,14 @@ struct Program {
     double render_ns;   /* of load_kernels' time, rendering (KILN_LOGS=perf) */
     const char *src;    /* the generated source (in the arena), NULL if none */
     int from_cache;     /* made from a program cache entry */
+    /* dynamic shapes: a generic program (compile_generic) holds kernels that read the size symbol z0 at
+       run time, and no plan; an instance of it at one size (program_at) plans that size's graph and runs
+       the generic program's steps and module, passing z0 */
+    ExprTable *gex;     /* generic: the table of its kernels' and steps' expressions */
+    uint32_t gn;        /* generic: the node count of its graphs at every size */
+    const Program *base; /* an instance: the generic program whose steps it runs */
+    int64_t shape[1];   /* an instance: z0's value */
+    int64_t *gv;        /* an instance: per step, its gx at z0 (GX_N each) */
     /* run time: made at the first run (run_init), reused by every later one */
     int reuse;          /* PROGRAM_FRESH, _POOL or _STATIC (compile.h) */
     kn_tensor **vals;   /* per node: its tensor during a run (inputs, outputs) */
@@ -240,7 +259,8 @@ static int all_nodes(kn_ctx *ctx, Program *p)
     return 0;
 }
 
-static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, int interp_only)
+/* raw: the kernels as lowered, before the loop passes (compile_generic runs them on the generic kernels). */
+static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, int interp_only, int raw)
 {
     if (interp_only) return all_nodes(ctx, p);
     p->steps = arena_alloc(&p->arena, (size_t)(s->nkernels ? s->nkernels : 1) * sizeof *p->steps);
@@ -258,12 +278,12 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
             if (d == st->node) continue;
             /* the rest of the kernel as the template's epilogue, on each tile */
             if (!(st->k = arena_alloc(&p->arena, sizeof *st->k))) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
-            LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK}; /* its loops are the tile's */
+            LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK, 0}; /* its loops are the tile's */
             if (lower_epilogue(ctx, p->g, s, st->node, ex, &p->arena, st->k) || ir_verify(ctx, st->k) ||
-                loopopt_run(ctx, st->k, &simplify) || ir_verify(ctx, st->k))
+                (!raw && (loopopt_run(ctx, st->k, &simplify) || ir_verify(ctx, st->k))))
                 return ctx->status;
             st->gemm->epilogue = st->k->name;
-            log_kernel(ctx, st->k);
+            if (!raw) log_kernel(ctx, st->k);
             continue;
         }
         st->k = arena_alloc(&p->arena, sizeof *st->k);
@@ -271,8 +291,9 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
         int r = lower_kernel(ctx, p->g, s, st->node, ex, &p->arena, st->k);
         if (r == LOWER_INTERP) st->interp = 1, st->k = NULL;
         else if (r) return r;
-        else if (ir_verify(ctx, st->k) || loopopt_run(ctx, st->k, NULL) || ir_verify(ctx, st->k)) return ctx->status;
-        else log_kernel(ctx, st->k);
+        else if (ir_verify(ctx, st->k) || (!raw && (loopopt_run(ctx, st->k, NULL) || ir_verify(ctx, st->k))))
+            return ctx->status;
+        else if (!raw) log_kernel(ctx, st->k);
     }
     return 0;
 }
@@ -627,7 +648,7 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     int nk = 0, ng = 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
-        if (st->gemm) ng++;
+        if (st->gemm && !st->gx) ng++;
         if (st->interp || !st->k || st->same >= 0) continue;
         if (st->tune && !st->gemm)
             for (int i = 0; i < st->tune->n; i++) ks[nk++] = st->tune->k[i];
@@ -641,8 +662,9 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     for (int s = 0; s < p->nsteps; s++) {
         Step *st = &p->steps[s];
         st->shares = -1;
-        for (int e = 0; e < s && st->gemm && !st->tune && st->shares < 0; e++)
-            if (p->steps[e].gemm && !p->steps[e].tune && p->steps[e].shares < 0 && same_gemm(p->steps[e].gemm, st->gemm))
+        for (int e = 0; e < s && st->gemm && !st->gx && !st->tune && st->shares < 0; e++)
+            if (p->steps[e].gemm && !p->steps[e].gx && !p->steps[e].tune && p->steps[e].shares < 0 &&
+                same_gemm(p->steps[e].gemm, st->gemm))
                 st->shares = e;
     }
     /* one unit: the loop kernels, then each dot's template */
@@ -650,7 +672,7 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     size_t len = nk ? p->t->render(ks, nk, NULL, 0) : 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
-        for (int i = 0; st->gemm && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++)
+        for (int i = 0; st->gemm && !st->gx && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++)
             len += strlen(PORT_UNIT) + p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, NULL, 0);
     }
     char *src = arena_alloc(&p->arena, len + 1), why[512];
@@ -658,7 +680,7 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     size_t at = nk ? p->t->render(ks, nk, src, len + 1) : 0;
     for (int s = 0; s < p->nsteps; s++) {
         const Step *st = &p->steps[s];
-        for (int i = 0; st->gemm && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++) {
+        for (int i = 0; st->gemm && !st->gx && st->shares < 0 && i < (st->tune ? st->tune->n : 1); i++) {
             memcpy(src + at, PORT_UNIT, strlen(PORT_UNIT) + 1); /* a unit of its own (port.h) */
             at += strlen(PORT_UNIT);
             at += p->t->render_dot(st->tune ? &st->tune->g[i] : st->gemm, src + at, len + 1 - at);
@@ -687,7 +709,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
         }
         const char *name = st->gemm ? p->steps[st->shares < 0 ? s : st->shares].gemm->name
                            : st->k ? p->steps[st->same < 0 ? s : st->same].k->name : NULL;
-        if (!st->interp && !(st->fn = p->t->sym(p->module, name)))
+        if (!st->interp && !st->gx && !(st->fn = p->t->sym(p->module, name)))
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, name);
         if (st->gemm && st->k && !(st->epi = p->t->sym(p->module, st->k->name)))
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, st->k->name);
@@ -1064,7 +1086,7 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
     err = err || sched_build(ctx, g, outs, nouts, &p->arena, &s);
     if (!err) log_fusion(ctx, g, &s);
     t[1] = port_now_ns();
-    err = err || lower_steps(ctx, p, &s, &ex, p->t == NULL);
+    err = err || lower_steps(ctx, p, &s, &ex, p->t == NULL, 0);
     t[2] = port_now_ns();
     err = err || plan(ctx, p);
     err = err || (p->t && o && o->mode == KN_MODE_MAX_AUTOTUNE && tune_prepare(ctx, p));
@@ -1081,6 +1103,359 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
         return NULL;
     }
     if (key) pcache_store(p, key);
+    return p;
+}
+
+/* ---- programs generic in a size ----
+ * Dynamic shapes (capture.c's generic entries) without a compile per size,
+ * as torch.compile's dynamic=True: the graph is lowered at a few probe
+ * sizes of the symbol (the same nodes but for sizes), and where the probes'
+ * schedules, steps and kernels are the same but for numbers that are one
+ * affine a*z0 + b at every probe (extents, indices, buffer sizes, a dot's
+ * sizes, strides and offsets; a constant that is such a size or its
+ * reciprocal: a mean's divisor; a*z0*z0 + b*z0 + c where an (s0, s0)
+ * tensor makes them quadratic), those numbers become expressions of z0, a
+ * shape symbol (ir.h IR_SHAPE_SYM) that the kernels read at run time. The
+ * loop passes then run on the generic kernels: their ranges know nothing of
+ * z0, so no index is simplified on the strength of a size; parallel and
+ * vector marks take the first probe's size as a hint only (they are valid at
+ * every size: vector loops have a remainder). A dot whose sizes depend on
+ * z0 runs through the library's GEMM (gemm_rt.h) with this size's numbers,
+ * its epilogue compiled generic. One module is compiled; program_at plans
+ * each size's graph (cheap) and runs its steps. Anything else (a schedule
+ * or kernel that differs in form between probes, a value not affine in the
+ * size) fails with the reason, and the caller specialises. A convolution's
+ * window (GemmWindow) is generic like the rest of a dot. */
+
+/* c[j] at z0 = sv[j] (np >= 3 probes): an expression of z0, a*z0*z0 + b*z0 + c with integers a, b, c
+ * (divided differences of the first three, checked at the rest; a size of a (s0, s0) tensor is
+ * quadratic), or 0 if there is none. */
+static ExprId gen_affine(ExprTable *t, const int64_t *c, const int64_t *sv, int np)
+{
+    int same = 1;
+    for (int j = 1; j < np; j++) same &= c[j] == c[0];
+    if (same) return expr_const(t, c[0]);
+    int64_t d01 = c[1] - c[0], d12 = c[2] - c[1], x01 = sv[1] - sv[0], x12 = sv[2] - sv[1], x02 = sv[2] - sv[0];
+    if (d01 % x01 || d12 % x12 || (d12 / x12 - d01 / x01) % x02) return 0;
+    int64_t a = (d12 / x12 - d01 / x01) / x02, b = d01 / x01 - a * (sv[0] + sv[1]), k = c[0] - a * sv[0] * sv[0] - b * sv[0];
+    for (int j = 0; j < np; j++)
+        if (a * sv[j] * sv[j] + b * sv[j] + k != c[j]) return 0;
+    ExprId z = expr_sym(t, IR_SHAPE_SYM);
+    return expr_add(t, expr_add(t, expr_mul(t, expr_mul(t, z, z), expr_const(t, a)), expr_mul(t, z, expr_const(t, b))),
+                    expr_const(t, k));
+}
+
+/* A hash of e's form, numbers left out; the terms of a sum and the factors
+ * of a product in any order (canonical order depends on their numbers: at
+ * another size, the same terms may stand in another order). */
+static uint64_t form_hash(const ExprTable *t, ExprId e)
+{
+    const ExprNode *x = expr_node(t, e);
+    if (!x) return 0;
+    uint64_t h = 0x9e3779b97f4a7c15ull * (x->kind + 1), sum = 0;
+    if (x->kind == EX_SYM) h ^= (uint64_t)x->c * 0xff51afd7ed558ccdull;
+    for (int i = 0; i < x->n; i++) {
+        uint64_t a = form_hash(t, x->args[i]);
+        if (x->kind == EX_ADD || x->kind == EX_MUL) sum += a * 0xc4ceb9fe1a85ec53ull + (a >> 29);
+        else h = (h ^ a) * 1099511628211ull + (uint64_t)i;
+    }
+    return h + sum;
+}
+
+/* The probes' expressions e[j] (at z0 = sv[j]) as one expression of z0: the
+ * same form with each number affine in z0; 0 if they are not. */
+static ExprId gen_expr(ExprTable *t, const ExprId *e, const int64_t *sv, int np)
+{
+    const ExprNode *x[GEN_PROBES] = {0};
+    int64_t c[GEN_PROBES];
+    ExprId a[GEN_PROBES], r = 0;
+    int same = 1;
+    for (int j = 1; j < np; j++) same &= e[j] == e[0];
+    if (same) return e[0];
+    for (int j = 0; j < np; j++) {
+        x[j] = expr_node(t, e[j]);
+        if (!x[j] || x[j]->kind != x[0]->kind || x[j]->n != x[0]->n) return 0;
+        c[j] = x[j]->c;
+    }
+    switch (x[0]->kind) {
+    case EX_CONST: return gen_affine(t, c, sv, np);
+    case EX_ADD:
+    case EX_MUL:
+        r = gen_affine(t, c, sv, np); /* the constant term, or the coefficient */
+        uint64_t used[GEN_PROBES] = {0}; /* per probe: its terms matched so far (EXPR_MAX_ARGS <= 64) */
+        for (int i = 0; i < x[0]->n && r; i++) {
+            uint64_t h = form_hash(t, x[0]->args[i]);
+            a[0] = x[0]->args[i];
+            for (int j = 1; j < np; j++) { /* probe j's term of the same form, the first unmatched */
+                int m = 0;
+                while (m < x[j]->n && ((used[j] >> m & 1) || form_hash(t, x[j]->args[m]) != h)) m++;
+                if (m == x[j]->n) return 0;
+                used[j] |= (uint64_t)1 << m;
+                a[j] = x[j]->args[m];
+            }
+            ExprId g = gen_expr(t, a, sv, np);
+            r = x[0]->kind == EX_ADD ? expr_add(t, r, g) : expr_mul(t, r, g);
+        }
+        return r;
+    case EX_FLOORDIV:
+    case EX_MOD:
+    case EX_MAX:
+    case EX_MIN: {
+        ExprId g[2];
+        for (int i = 0; i < 2; i++) {
+            for (int j = 0; j < np; j++) a[j] = x[j]->args[i];
+            if (!(g[i] = gen_expr(t, a, sv, np))) return 0;
+        }
+        switch (x[0]->kind) {
+        case EX_FLOORDIV: return expr_floordiv(t, g[0], g[1]);
+        case EX_MOD: return expr_mod(t, g[0], g[1]);
+        case EX_MAX: return expr_max(t, g[0], g[1]);
+        default: return expr_min(t, g[0], g[1]);
+        }
+    }
+    default: return 0; /* symbols that differ */
+    }
+}
+
+/* An f32 or f64 constant of the probes that is a size affine in z0, or its
+ * reciprocal (as the graph's double rounds to dt): its node's index (and op
+ * OP_RECIP) set in *y, 1; else 0. */
+static int gen_const(ExprTable *t, IrNode *y, const IrNode *const *x, const int64_t *sv, int np)
+{
+    int64_t c[GEN_PROBES];
+    if (y->dtype != KN_F32 && y->dtype != KN_F64) return 0;
+    for (int inv = 0; inv < 2; inv++) {
+        int ok = 1;
+        for (int j = 0; j < np && ok; j++) {
+            double v = inv ? 1.0 / x[j]->imm : x[j]->imm;
+            ok = v == v && fabs(v) < 9e15;
+            c[j] = ok ? (int64_t)(v < 0 ? v - 0.5 : v + 0.5) : 0;
+            double back = inv ? 1.0 / (double)c[j] : (double)c[j];
+            ok = ok && c[j] && (y->dtype == KN_F32 ? (double)(float)back : back) == x[j]->imm;
+        }
+        if (ok && (y->index = gen_affine(t, c, sv, np))) {
+            y->op = inv ? OP_RECIP : 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The probes' kernels ks[j] as one kernel of p, generic in z0: NULL with why. */
+static Kernel *gen_kernel(Program *p, const Kernel *const *ks, const int64_t *sv, int np, char *why, size_t cap)
+{
+    const Kernel *a = ks[0];
+    ExprTable *t = p->gex;
+    for (int j = 1; j < np; j++) {
+        const Kernel *b = ks[j];
+        if (b->n != a->n || b->nbufs != a->nbufs || b->nvars != a->nvars || b->naccs != a->naccs ||
+            b->tile != a->tile || b->body != a->body) {
+            snprintf(why, cap, "kernel %s has another form at size %lld", a->name, (long long)sv[j]);
+            return NULL;
+        }
+    }
+    Kernel *k = arena_alloc(&p->arena, sizeof *k);
+    IrNode *nodes = arena_alloc(&p->arena, a->n * sizeof *nodes);
+    IrBuf *bufs = arena_alloc(&p->arena, (size_t)(a->nbufs + 1) * sizeof *bufs);
+    if (!k || !nodes || !bufs) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    *k = *a;
+    memcpy(nodes, a->nodes, a->n * sizeof *nodes);
+    memcpy(bufs, a->bufs, (size_t)a->nbufs * sizeof *bufs);
+    k->nodes = nodes, k->cap = a->n, k->bufs = bufs, k->bufcap = a->nbufs;
+    k->arena = &p->arena, k->ex = t, k->hash = NULL, k->hcap = 0;
+    ExprId e[GEN_PROBES];
+    for (int i = 0; i < a->nbufs; i++) {
+        int same = 1;
+        for (int j = 0; j < np; j++) {
+            const IrBuf *x = &ks[j]->bufs[i];
+            same &= x->dtype == bufs[i].dtype && x->role == bufs[i].role && x->node == bufs[i].node;
+            e[j] = x->size;
+        }
+        if (!same || !(bufs[i].size = gen_expr(t, e, sv, np))) {
+            snprintf(why, cap, "kernel %s: buffer %d is not affine in the size", a->name, i);
+            return NULL;
+        }
+        k->shapes |= bufs[i].size != a->bufs[i].size;
+    }
+    for (uint32_t r = 1; r < a->n; r++) {
+        IrNode *y = &nodes[r];
+        const IrNode *x[GEN_PROBES];
+        int same = 1, imm = 1, any = 0;
+        for (int j = 0; j < np; j++) {
+            x[j] = &ks[j]->nodes[r];
+            any |= x[j]->index != 0;
+            IrNode u = *x[j], v = *y;
+            u.index = v.index = 0, u.imm = v.imm = 0;
+            same &= !memcmp(&u, &v, sizeof u);
+            imm &= !memcmp(&x[j]->imm, &y->imm, sizeof y->imm);
+            e[j] = x[j]->index;
+        }
+        if (same && y->kind == IR_CONST && !imm && gen_const(t, y, x, sv, np)) {
+            k->shapes = 1;
+            continue;
+        }
+        if (!same || !imm || (any && !(y->index = gen_expr(t, e, sv, np)))) {
+            static const char *const kinds[IR_NKINDS] = {"loop", "store", "acc", "update", "constant", "load",
+                                                         "accval", "idx", "op", "rand", "check"};
+            snprintf(why, cap, "kernel %s: node %u (%s) %s", a->name, (unsigned)r, kinds[y->kind],
+                     !same ? "has another form at another size" : !imm ? "is a number not affine in the size"
+                                                                    : "has an index not affine in the size");
+            return NULL;
+        }
+        k->shapes |= y->index != a->nodes[r].index;
+    }
+    return k;
+}
+
+/* Step s of the probes q[j] as p's step s: 0, or 1 with why. */
+static int gen_step(Program *p, Program *const *q, int s, const int64_t *sv, int np, char *why, size_t cap)
+{
+    const Step *x = &q[0]->steps[s];
+    Step *st = &p->steps[s];
+    for (int j = 1; j < np; j++) {
+        const Step *y = &q[j]->steps[s];
+        if (y->node != x->node || y->interp != x->interp || !y->k != !x->k || !y->gemm != !x->gemm ||
+            y->dot != x->dot || y->root[0] != x->root[0] || y->root[1] != x->root[1]) {
+            snprintf(why, cap, "step %d (node %%%u) is another kind of step at size %lld", s, (unsigned)x->node,
+                     (long long)sv[j]);
+            return 1;
+        }
+    }
+    memset(st, 0, sizeof *st);
+    st->node = x->node, st->interp = x->interp, st->dot = x->dot;
+    st->root[0] = x->root[0], st->root[1] = x->root[1], st->off[0] = x->off[0], st->off[1] = x->off[1];
+    st->shares = st->same = -1;
+    const Kernel *ks[GEN_PROBES];
+    for (int j = 0; j < np; j++) ks[j] = q[j]->steps[s].k;
+    if (x->k && !(st->k = gen_kernel(p, ks, sv, np, why, cap))) return 1;
+    if (!x->gemm) return 0;
+    st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
+    char *name = arena_alloc(&p->arena, 24);
+    st->gx = arena_alloc(&p->arena, GX_N * sizeof *st->gx);
+    if (!st->gemm || !name || !st->gx) return snprintf(why, cap, "out of memory"), 1;
+    *st->gemm = *x->gemm;
+    snprintf(name, 24, "%s", x->gemm->name);
+    st->gemm->name = name;
+    st->gemm->epilogue = st->k ? st->k->name : NULL;
+    int generic = 0;
+    for (int f = 0; f < GX_N; f++) {
+        int64_t c[GEN_PROBES];
+        for (int j = 0; j < np; j++) {
+            const Step *y = &q[j]->steps[s];
+            const GemmSpec *g = y->gemm;
+            const GemmWindow *w = &g->win;
+            int64_t v[GX_N] = {g->batch, g->M, g->N, g->K, g->sa_b, g->sa_m, g->sa_k, g->sb_b, g->sb_k, g->sb_n,
+                               y->off[0], y->off[1], w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow, w->sh,
+                               w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
+            c[j] = v[f];
+            if (w->on != x->gemm->win.on || w->t != x->gemm->win.t || g->dtype != x->gemm->dtype ||
+                g->act != x->gemm->act || g->bias != x->gemm->bias) {
+                snprintf(why, cap, "dot %%%u is another kind of product at size %lld", (unsigned)x->dot,
+                         (long long)sv[j]);
+                return 1;
+            }
+        }
+        if (!(st->gx[f] = gen_affine(p->gex, c, sv, np))) {
+            snprintf(why, cap, "dot %%%u: its sizes are not affine in the size", (unsigned)x->dot);
+            return 1;
+        }
+        generic |= c[0] != c[np - 1] || c[0] != c[1];
+    }
+    if (!generic) st->gx = NULL; /* the same dot at every size: the target's template */
+    return 0;
+}
+
+/* The generic kernels through the loop passes (see above). */
+static int gen_opt(kn_ctx *ctx, Program *p, int64_t hint)
+{
+    LoopOptions all = {0, 0, 0, hint}, simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK, 0};
+    for (int s = 0; s < p->nsteps; s++) {
+        Kernel *k = p->steps[s].k;
+        if (!k) continue;
+        if (ir_verify(ctx, k) || loopopt_run(ctx, k, k->tile ? &simplify : &all) || ir_verify(ctx, k)) return ctx->status;
+        log_kernel(ctx, k);
+    }
+    return 0;
+}
+
+Program *compile_generic(kn_ctx *ctx, const Graph *const *gs, const int64_t *sv, int np, const uint32_t *outs,
+                         int nouts, const CompileOpts *o, char *why, size_t cap)
+{
+    Program *q[GEN_PROBES] = {0}, *p = np >= 3 && np <= GEN_PROBES ? program_new(ctx, gs[0], nouts, o) : NULL;
+    why[0] = 0;
+    if (!p) return snprintf(why, cap, "%s", np < 3 || np > GEN_PROBES ? "too few probes" : "out of memory"), NULL;
+    int err = !p->t || !p->outs;
+    if (err) snprintf(why, cap, "%s", p->t ? "out of memory" : "no compiler here");
+    if (!err && (p->gex = kn_alloc(ctx, sizeof *p->gex))) expr_init(p->gex, ctx);
+    err = err || !p->gex;
+    for (int j = 0; j < np && !err; j++) {
+        Schedule s;
+        q[j] = program_new(ctx, gs[j], nouts, o);
+        err = !q[j] || gs[j]->n != gs[0]->n || sched_build(ctx, gs[j], outs, nouts, &q[j]->arena, &s) ||
+              lower_steps(ctx, q[j], &s, p->gex, 0, 1);
+        if (!err && q[j]->nsteps != q[0]->nsteps)
+            err = 1, snprintf(why, cap, "the schedule at size %lld has other kernels", (long long)sv[j]);
+    }
+    if (!err) {
+        memcpy(p->outs, outs, (size_t)nouts * sizeof *outs), p->nouts = nouts;
+        p->steps = arena_alloc(&p->arena, (size_t)(q[0]->nsteps + 1) * sizeof *p->steps);
+        err = !p->steps;
+        p->nsteps = err ? 0 : q[0]->nsteps;
+    }
+    for (int s = 0; s < p->nsteps && !err; s++) err = gen_step(p, q, s, sv, np, why, cap);
+    for (int j = 0; j < np; j++) program_free(q[j]);
+    err = err || gen_opt(ctx, p, sv[0]) || load_kernels(ctx, p);
+    if (err) {
+        if (!why[0]) snprintf(why, cap, "%s", ctx->status ? kn_last_error(ctx) : "out of memory");
+        kn_clear_error(ctx);
+        program_free(p);
+        return NULL;
+    }
+    p->gn = gs[0]->n;
+    p->g = NULL; /* the probes' graphs are the caller's */
+    log_line(ctx, LOG_PERF, "compile: generic in s0, %d steps, %zu bytes of code", p->nsteps, p->code_bytes);
+    return p;
+}
+
+Program *program_at(kn_ctx *ctx, const Program *gen, const Graph *g, int64_t z0)
+{
+    if (!gen->gex || g->n != gen->gn)
+        return kn_err(ctx, KN_EINVAL, "a generic program runs a graph of %u nodes, not %u", (unsigned)gen->gn,
+                      (unsigned)g->n);
+    Program *p = kn_alloc(ctx, sizeof *p);
+    if (!p) return kn_err(ctx, KN_ENOMEM, "out of memory planning s0 = %lld", (long long)z0);
+    memset(p, 0, sizeof *p);
+    p->ctx = ctx, p->g = g, p->t = gen->t, p->base = gen, p->shape[0] = z0;
+    arena_init(&p->arena, ctx);
+    p->steps = gen->steps, p->nsteps = gen->nsteps;
+    p->nkernels = gen->nkernels, p->ninterp = gen->ninterp, p->code_bytes = gen->code_bytes, p->src = gen->src;
+    p->outs = arena_alloc(&p->arena, (size_t)(gen->nouts + 1) * sizeof *p->outs);
+    p->gv = arena_alloc(&p->arena, (size_t)(GX_N * p->nsteps + 1) * sizeof *p->gv);
+    int64_t *symv = kn_alloc(ctx, (IR_SHAPE_SYM + 1) * sizeof *symv); /* z0 is symbol IR_SHAPE_SYM */
+    int err = !p->outs || !p->gv || !symv;
+    if (!err) {
+        memcpy(p->outs, gen->outs, (size_t)gen->nouts * sizeof *p->outs), p->nouts = gen->nouts;
+        memset(symv, 0, (IR_SHAPE_SYM + 1) * sizeof *symv);
+        symv[IR_SHAPE_SYM] = z0;
+        for (int s = 0; s < p->nsteps; s++)
+            for (int f = 0; p->steps[s].gx && f < GX_N; f++) {
+                int64_t v = expr_eval(gen->gex, p->steps[s].gx[f], symv, &err);
+                p->gv[GX_N * s + f] = v;
+                err |= (f < 4 || (p->steps[s].gemm->win.on && f >= GX_WIN && f < GX_WIN + 12)) && v < 1; /* sizes, steps */
+            }
+    }
+    kn_dealloc(ctx, symv, (IR_SHAPE_SYM + 1) * sizeof *symv);
+    if (err) {
+        program_free(p);
+        return ctx->status ? NULL : kn_err(ctx, KN_EINVAL, "the generic program has no valid dot at s0 = %lld", (long long)z0);
+    }
+    if (plan(ctx, p)) {
+        program_free(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -1149,16 +1524,46 @@ static void *buffer_ptr(Program *p, uint32_t u, kn_tensor **vals)
     return vals[u] ? tensor_ptr(vals[u], vals[u]->offset) : (char *)p->mem + p->offset[u];
 }
 
+typedef void (*TileFn)(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+
+/* A generic program's dot of sizes in z0: the library's GEMM at this size's values (the step's gv),
+ * then the epilogue on the whole of each batch's C, as the runtime template does (gemm.c). */
+static kn_status run_rt_gemm(Program *p, const Step *st, kn_tensor **vals, void **eb)
+{
+    const GemmSpec *s = st->gemm;
+    const int64_t *v = p->gv + GX_N * (st - p->steps);
+    size_t es = s->dtype == GEMM_F32 ? 4 : 8;
+    const GemmWindow *w = &s->win;
+    int64_t win[19] = {w->t}; /* then n, c, h, w, ... at this size */
+    memcpy(win + 1, v + GX_WIN, 18 * sizeof *win);
+    KnRtGemm g;
+    memset(&g, 0, sizeof g);
+    g.C = buffer_ptr(p, st->node, vals);
+    g.A = (char *)buffer_ptr(p, st->root[0], vals) + v[10] * (int64_t)es;
+    g.B = (char *)buffer_ptr(p, st->root[1], vals) + v[11] * (int64_t)es;
+    g.batch = v[0], g.M = v[1], g.N = v[2], g.K = v[3];
+    g.sa_b = v[4], g.sa_m = v[5], g.sa_k = v[6], g.sb_b = v[7], g.sb_k = v[8], g.sb_n = v[9];
+    g.dtype = s->dtype, g.act = s->act;
+    g.parallel_for = port_parallel_for, g.threads = port_threads();
+    g.win = w->on ? win : NULL;
+    kn_rt_gemm(&g);
+    TileFn epi;
+    *(void **)&epi = st->epi; /* object to function pointer: as dlsym's result is used */
+    for (int64_t t = 0; st->k && t < g.batch; t++) epi(eb, t, 0, g.M, 0, g.N);
+    return KN_OK;
+}
+
 static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
 {
     size_t es = kn_dtype_size((kn_dtype)p->g->nodes[st->node].dtype);
     /* b[4]: the SIMD GEMM splits its columns over the port's threads (the scalar one ignores it);
-     * b[5]: the buffers of its epilogue */
+     * b[5]: the buffers of its epilogue, then the pool, an unused error cell and z0's value */
     KnParallel par = {port_parallel_for, port_threads()};
-    void *eb[65];
+    void *eb[67];
     if (st->k && st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
     for (int b = 0; st->k && b < st->k->nbufs; b++) eb[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
-    if (st->k) eb[st->k->nbufs] = &par;
+    if (st->k) eb[st->k->nbufs] = &par, eb[st->k->nbufs + 1] = NULL, eb[st->k->nbufs + 2] = p->shape;
+    if (st->gx) return run_rt_gemm(p, st, vals, eb);
     void *bufs[7] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
                      (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par, eb, st->epi};
     p->t->run(st->fn, bufs, NULL);
@@ -1168,15 +1573,17 @@ static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
 static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
 {
     if (st->gemm) return run_gemm(p, st, vals);
-    void *bufs[66];
+    void *bufs[67];
     /* one past the buffers: the thread pool a parallel kernel splits its outer loop over; two past:
-     * the error cell where a check() of an index read at run time reports {1, index, bound} (ir.h) */
+     * the error cell where a check() of an index read at run time reports {1, index, bound} (ir.h);
+     * three past: the shape symbols' values (z0), for a generic program's kernels */
     KnParallel par = {port_parallel_for, port_threads()};
     int64_t err[3] = {0, 0, 0};
     if (st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
     for (int b = 0; b < st->k->nbufs; b++) bufs[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
     bufs[st->k->nbufs] = &par;
     bufs[st->k->nbufs + 1] = err;
+    bufs[st->k->nbufs + 2] = p->shape;
     p->t->run(st->fn, bufs, st->k);
     if (err[0]) { /* only gather and scatter_add read indices (lower.c), each the node of its kernel */
         const Node *n = &p->g->nodes[st->node];
@@ -1284,10 +1691,12 @@ void program_free(Program *p)
     if (!p) return;
     if (p->module) p->t->unload(p->module);
     kn_dealloc(p->ctx, p->mem, p->arena_bytes);
-    for (uint32_t v = 0; p->view && v < p->g->n; v++) tensor_unhold(p->ctx, p->view[v]);
+    uint32_t gn = p->g ? p->g->n : 0; /* a generic program has no graph (and runs nothing itself) */
+    for (uint32_t v = 0; p->view && v < gn; v++) tensor_unhold(p->ctx, p->view[v]);
     for (int i = 0; p->pool && i < 2 * p->nouts; i++) tensor_unhold(p->ctx, p->pool[i]);
-    kn_dealloc(p->ctx, p->vals, p->g->n * sizeof *p->vals);
-    kn_dealloc(p->ctx, p->view, p->g->n * sizeof *p->view);
+    kn_dealloc(p->ctx, p->vals, gn * sizeof *p->vals);
+    kn_dealloc(p->ctx, p->view, gn * sizeof *p->view);
+    if (p->gex) expr_free(p->gex), kn_dealloc(p->ctx, p->gex, sizeof *p->gex);
     kn_dealloc(p->ctx, p->pool, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
     kn_dealloc(p->ctx, p->fresh, (size_t)p->nouts + 1);
     kn_dealloc(p->ctx, p->older, (size_t)p->nouts + 1);

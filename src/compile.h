@@ -42,6 +42,19 @@ enum {
  * the outputs' handles (and, if FRESH, their storage). */
 kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tensor **outs);
 void program_set_reuse(Program *p, int mode);
+
+/* Dynamic shapes (see compile.c, "programs generic in a size"): gs[j] is a
+ * graph at size sv[j] of its one size symbol z0 (j < np, 3 <= np <= 4; the
+ * same nodes but for sizes, outs the same nodes in each), sv[0] the size
+ * that hints how loops run. One program whose kernels read z0 at run time,
+ * compiled once; NULL with the reason in why (cap bytes) where the graphs
+ * do not lower to one, the error cleared: the caller specialises. It keeps
+ * no graph and runs nothing itself: program_at gives a program that runs g
+ * (the graph at z0 = s, of the probes' node count) planned for that size,
+ * with gen's code; gen must outlive it. */
+Program *compile_generic(kn_ctx *ctx, const Graph *const *gs, const int64_t *sv, int np, const uint32_t *outs,
+                         int nouts, const CompileOpts *o, char *why, size_t cap);
+Program *program_at(kn_ctx *ctx, const Program *gen, const Graph *g, int64_t s);
 void program_stats(const Program *p, ProgramStats *st);
 void program_free(Program *p);
 

@@ -978,7 +978,7 @@ static int v_syms(Verifier *v, ExprId e, const char *what)
 {
     const ExprNode *x = v->k->ex ? expr_node(v->k->ex, e) : NULL;
     if (!x) return bad(v, "the %s is not a valid expression", what);
-    if (x->kind == EX_SYM && !bound(v->sc, x->c))
+    if (x->kind == EX_SYM && x->c < IR_SHAPE_SYM && !bound(v->sc, x->c))
         return bad(v, "s%lld in the %s is not the var of an enclosing loop", (long long)x->c, what);
     for (int i = 0; i < x->n; i++)
         if (v_syms(v, x->args[i], what)) return -1;

@@ -71,6 +71,11 @@
 typedef uint32_t IrRef; /* index into Kernel.nodes; 0 = none */
 
 #define IR_MAX_NEST 32   /* loops nested in a kernel */
+/* Symbols s<IR_SHAPE_SYM + j> in indices, extents and buffer sizes are not
+ * loop vars but run-time shape symbols: z<j>, the value of a program's
+ * size symbol j at the run (a kernel generic in a dynamic size, compiled
+ * once; Kernel.shapes). */
+#define IR_SHAPE_SYM 4096
 #define IR_MAX_DEPTH 256 /* values nested in a value (print and parse recurse this deep) */
 
 typedef enum {
@@ -114,7 +119,8 @@ typedef struct {
     int32_t buf;    /* IR_LOAD, IR_STORE: buffer number */
     int32_t var;    /* IR_LOOP: its symbol; IR_ACC, IR_UPDATE, IR_ACCVAL: accumulator number */
     ExprId index;   /* IR_LOAD, IR_STORE, IR_INDEX, IR_RAND: the index; IR_LOOP: the extent; IR_CHECK: the
-                       bound */
+                       bound; IR_CONST: 0, or an expression of shape symbols whose value at the run (its
+                       reciprocal if op is OP_RECIP) replaces imm (a mean's divisor; not in the text form) */
     double imm;     /* IR_CONST: the value (integral for integer dtypes, 0 or 1 for bool) */
     uint64_t seed;  /* IR_RAND */
 } IrNode;
@@ -139,6 +145,8 @@ typedef struct {
     Arena *arena;   /* nodes, buffers and the hash table grow here */
     uint32_t *hash; /* open addressing over value refs, 0 = empty */
     uint32_t hcap;  /* a power of two, or 0 before the first value */
+    uint8_t shapes; /* shape symbols its expressions read (IR_SHAPE_SYM): targets pass their values at
+                       run time (the C target: an int64 array in b[nbufs + 2]); not in the text form */
     uint8_t tile;   /* an epilogue of a dot template (not in the text form): its body is three loops
                        (batch, M, N) that targets run over one tile, NAME(b, t, m0, m1, n0, n1) */
 } Kernel;
@@ -215,7 +223,8 @@ int ir_parse(Kernel *k, const char *text, char *why, size_t whycap);
  * - an accumulator is declared once, before its uses, in a block that
  *   encloses them, and updated with values of its dtype by its own op;
  * - each IR_OP follows its primitive's dtype rule (prim_shape's).
- * Symbols in buffer sizes are not checked (they will be shape symbols). */
+ * Symbols in buffer sizes are not checked; shape symbols (IR_SHAPE_SYM)
+ * may stand anywhere a loop var may. */
 int ir_verify(kn_ctx *ctx, const Kernel *k);
 
 #endif

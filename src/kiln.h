@@ -406,9 +406,11 @@ typedef struct {
     kn_dynamic dynamic;        /* auto: a dim whose size changed once becomes the symbol s0 of a generic
                                   entry that any size >= 2 runs without recompiling (dims of equal size
                                   share it); on: every dim from the first call (one symbol: the first
-                                  dim >= 2 and those of its size); off: never. What cannot be generic (a
-                                  size read as a value, a graph break, a size not affine in s0; for now
-                                  backends tcc and c) specialises, logged (KILN_LOGS=recompiles) */
+                                  dim >= 2 and those of its size); off: never. Backends tcc and c compile
+                                  a generic entry once, kernels that read s0 at run time. What cannot be
+                                  generic (a size read as a value, a graph break, a size not affine in s0,
+                                  kernels that differ in form with the size) specialises, logged
+                                  (KILN_LOGS=recompiles) */
     int fullgraph;             /* a graph break is an error */
     int recompile_limit;       /* 0: 8; past it calls run eagerly, with one warning */
     kn_tensor *const *params;  /* the caller's parameter array (must outlive the fn); may be NULL */
@@ -429,6 +431,8 @@ typedef struct {
     int symbolic_dims;         /* input dims of the newest entry that are the symbol s0 (dynamic shapes) */
     char arena_expr[64];       /* such an entry's arena in s0, e.g. "s0*3200+64" ("" if static or not
                                   affine; arena_bytes is then the arena at the size run last) */
+    int compiles;              /* programs made with generated code (backends tcc, c), over every entry: one
+                                  per compiled graph, one per graph of a generic entry whatever its sizes */
 } kn_fn_info;
 
 kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opts *o);

@@ -35,12 +35,15 @@ struct Opt {
     ExprTable *ex;
     int64_t *lo, *hi;  /* per var: its range while a loop binds it */
     uint8_t *known;    /* per var: 1 while lo, hi hold */
+    ExprId *ext;       /* per var: the extent of the loop binding it (any expression), 0 if none; or NULL */
     IrRef *memo;       /* per old value: its rewrite, valid when stamp == gen */
     uint32_t *stamp;
     uint32_t gen, n0;  /* n0: nodes when the rewrite began (memo covers these) */
     IndexFn fx;
     int var_o, var_i;  /* collapse: the outer and inner vars */
     int64_t ext_i;     /* collapse: the inner extent */
+    int64_t hint;      /* LoopOptions.hint */
+    int hinting;       /* range() takes shape symbols as hint (marks' work and widths only) */
     int oom;
 };
 
@@ -80,6 +83,10 @@ static int range(const Opt *o, ExprId e, int64_t *lo, int64_t *hi)
     switch (x->kind) {
     case EX_CONST: *lo = *hi = x->c; return in_big(x->c);
     case EX_SYM:
+        if (x->c >= IR_SHAPE_SYM && o->hinting && o->hint > 0) {
+            *lo = *hi = o->hint;
+            return 1;
+        }
         if (x->c >= o->k->nvars || !o->known[x->c]) return 0;
         *lo = o->lo[x->c], *hi = o->hi[x->c];
         return 1;
@@ -123,6 +130,18 @@ static int range(const Opt *o, ExprId e, int64_t *lo, int64_t *hi)
     }
     *lo = l, *hi = h;
     return 1;
+}
+
+/* Extent e's value: a constant, or with shape symbols at the hint (a size
+ * that decides only how a loop runs): 1, or 0 if unknown. */
+static int extent_at_hint(Opt *o, ExprId e, int64_t *v)
+{
+    int64_t hi;
+    if (expr_as_const(o->ex, e, v)) return 1;
+    o->hinting = 1;
+    int ok = range(o, e, v, &hi) && *v == hi;
+    o->hinting = 0;
+    return ok;
 }
 
 /* ---- pass 1: simplify ----
@@ -214,6 +233,24 @@ static ExprId rejoin(ExprTable *t, ExprId e)
     return r;
 }
 
+/* Whether a is in [0, b) for an extent b of shape symbols (no range): a is
+ * the var of a loop of extent b, plus terms that are 0 (a loop of one). */
+static int below_extent(Opt *o, ExprId a, ExprId b)
+{
+    const ExprNode *x = expr_node(o->ex, a);
+    int64_t l, h;
+    if (!x || !o->ext) return 0;
+    if (x->kind == EX_SYM) return x->c < o->k->nvars && o->ext[x->c] == b;
+    if (x->kind != EX_ADD || x->c != 0) return 0;
+    int vars = 0;
+    for (int i = 0; i < x->n; i++) {
+        const ExprNode *y = expr_node(o->ex, x->args[i]);
+        if (y && y->kind == EX_SYM && y->c < o->k->nvars && o->ext[y->c] == b && !vars) vars = 1;
+        else if (!range(o, x->args[i], &l, &h) || l != 0 || h != 0) return 0;
+    }
+    return vars;
+}
+
 static ExprId simplify(Opt *o, ExprId e)
 {
     const ExprNode *x = expr_node(o->ex, e);
@@ -240,6 +277,8 @@ static ExprId simplify(Opt *o, ExprId e)
             return kind == EX_FLOORDIV ? expr_const(t, fdiv(l, c))
                                        : expr_sub(t, args[0], expr_const(t, fdiv(l, c) * c));
         if (positive_const(t, args[1], &c) && (r = split_div(o, kind, args[0], c))) return r;
+        if (!expr_as_const(t, args[1], &c) && below_extent(o, args[0], args[1]))
+            return kind == EX_FLOORDIV ? expr_const(t, 0) : args[0];
         return kind == EX_FLOORDIV ? expr_floordiv(t, args[0], args[1]) : expr_mod(t, args[0], args[1]);
     case EX_MAX:
     case EX_MIN:
@@ -287,6 +326,7 @@ static void bind(Opt *o, const IrNode *loop, int on)
     int64_t e;
     int v = loop->var;
     o->known[v] = (uint8_t)(on && expr_as_const(o->ex, loop->index, &e) && e >= 1);
+    if (o->ext) o->ext[v] = on ? loop->index : 0;
     if (o->known[v]) o->lo[v] = 0, o->hi[v] = clamp_big(e - 1);
     o->gen++;
 }
@@ -461,11 +501,12 @@ static int collapse_once(Opt *o, IrRef l)
 {
     Kernel *k = o->k;
     IrRef in = k->nodes[l].child;
-    int64_t eo, ei, e;
+    int64_t eo = 0, ei, e = 0;
     if (!in || k->nodes[in].kind != IR_LOOP || k->nodes[in].next) return 0;
     if (k->nodes[l].dtype != LOOP_SERIAL || k->nodes[in].dtype != LOOP_SERIAL) return 0;
-    if (!positive_const(o->ex, k->nodes[l].index, &eo) || !positive_const(o->ex, k->nodes[in].index, &ei) ||
-        !mul_ok(eo, ei, &e))
+    int sym = !expr_as_const(o->ex, k->nodes[l].index, &eo); /* an outer extent of shape symbols */
+    if ((!sym && !positive_const(o->ex, k->nodes[l].index, &eo)) || !positive_const(o->ex, k->nodes[in].index, &ei) ||
+        (!sym && !mul_ok(eo, ei, &e)))
         return 0;
     o->var_o = k->nodes[l].var, o->var_i = k->nodes[in].var, o->ext_i = ei;
     size_t bytes = (size_t)k->n * (sizeof *o->memo + sizeof *o->stamp);
@@ -477,7 +518,7 @@ static int collapse_once(Opt *o, IrRef l)
     kn_dealloc(o->ctx, mem, bytes);
     if (!ok) return 0;
     if (rewrite(o, in, collapse_index)) return -1;
-    ExprId ext = expr_const(o->ex, e);
+    ExprId ext = sym ? expr_mul(o->ex, k->nodes[l].index, expr_const(o->ex, ei)) : expr_const(o->ex, e);
     if (!ext) return -1;
     k->nodes[l].index = ext;
     k->nodes[l].child = k->nodes[in].child;
@@ -499,10 +540,10 @@ static int collapse_block(Opt *o, IrRef s)
 
 /* Elements of work in loop l: its extent times the statements below,
  * loops counted by their work; -1 when an extent is not constant. */
-static int64_t work(const Opt *o, IrRef l)
+static int64_t work(Opt *o, IrRef l)
 {
     int64_t e, sum = 0, w;
-    if (!expr_as_const(o->ex, o->k->nodes[l].index, &e) || e < 0) return -1;
+    if (!extent_at_hint(o, o->k->nodes[l].index, &e) || e < 0) return -1;
     for (IrRef s = o->k->nodes[l].child; s; s = o->k->nodes[s].next) {
         w = o->k->nodes[s].kind == IR_LOOP ? work(o, s) : 1;
         if (w < 0) return -1;
@@ -694,7 +735,7 @@ static int vector_ok(Opt *o, IrRef l, uint32_t width, int *ok)
     ExprId rest;
     const IrNode *x = &o->k->nodes[l];
     *ok = 0;
-    if (x->dtype != LOOP_SERIAL || !expr_as_const(o->ex, x->index, &e) || e < (int64_t)width) return 0;
+    if (x->dtype != LOOP_SERIAL || !extent_at_hint(o, x->index, &e) || e < (int64_t)width) return 0;
     int v = x->var;
     IrRef body = x->child;
     if (facts(o, body, v, &f)) return KN_ENOMEM;
@@ -774,12 +815,12 @@ int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *opt)
     int err = 0;
     if (!opt) memset(&none, 0, sizeof none), opt = &none;
     memset(&o, 0, sizeof o);
-    o.ctx = ctx, o.k = k, o.ex = k->ex;
-    size_t nv = (size_t)k->nvars + 1, bytes = nv * (2 * sizeof(int64_t) + 1);
+    o.ctx = ctx, o.k = k, o.ex = k->ex, o.hint = opt->hint;
+    size_t nv = (size_t)k->nvars + 1, bytes = nv * (2 * sizeof(int64_t) + sizeof(ExprId) + 1);
     void *mem = kn_alloc(ctx, bytes);
     if (!mem) return kn_errs(ctx, KN_ENOMEM, "loopopt: kernel %.31s: out of memory", k->name);
     memset(mem, 0, bytes);
-    o.lo = mem, o.hi = o.lo + nv, o.known = (uint8_t *)(o.hi + nv);
+    o.lo = mem, o.hi = o.lo + nv, o.ext = (ExprId *)(o.hi + nv), o.known = (uint8_t *)(o.ext + nv);
     if (!(opt->skip & LOOPOPT_NO_SIMPLIFY)) err = rewrite(&o, 0, simplify_fx);
     if (!err && !(opt->skip & LOOPOPT_NO_COLLAPSE)) err = collapse_block(&o, k->body);
     if (!err && !(opt->skip & LOOPOPT_NO_MARK)) err = mark(&o, opt);

@@ -24,6 +24,12 @@
  *    inside becomes LOOP_VECTOR(vector_width) (updates of accumulators
  *    declared outside are allowed: targets give them lanes).
  * Only serial loops are collapsed or marked; kinds set before are kept.
+ * Symbolic extents (shape symbols, IR_SHAPE_SYM) give no ranges, so
+ * simplification never relies on a size's value, only on the one fact that
+ * holds at every size: the var of a loop of extent E is in [0, E), so v%E is
+ * v and v//E is 0 (a gather's index read back through its shape); collapse
+ * takes an outer loop of symbolic extent over an inner one of constant
+ * extent.
  */
 #ifndef KN_LOOPOPT_H
 #define KN_LOOPOPT_H
@@ -40,6 +46,10 @@ typedef struct {
     int64_t parallel_threshold; /* elements of work above which the outer loop goes parallel; 0: 32768 */
     uint32_t vector_width;      /* lanes of a vector loop; 0: 8 */
     unsigned skip;              /* LOOPOPT_NO_* bits */
+    int64_t hint;               /* > 0: the value assumed for shape symbols (ir.h IR_SHAPE_SYM) where a size
+                                   only decides how a loop runs (its work, against parallel_threshold; its
+                                   extent, against vector_width), never what is valid (ranges, disjointness):
+                                   so the marks stay right at every size. 0: symbolic loops stay serial */
 } LoopOptions;
 
 /* Rewrites k in place (new value nodes are appended; old ones become

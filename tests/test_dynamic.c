@@ -1,6 +1,7 @@
 /*
  * test_dynamic.c — dynamic shapes in kn_compile: a batch sweep recompiles
- * as dynamic=auto, on and off say, every call equal to eager; what cannot
+ * as dynamic=auto, on and off say, every call equal to eager, and backends
+ * tcc and c compile a generic entry once (kn_fn_info.compiles); what cannot
  * be generic specialises (and says why); the guards of a symbolic dim.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -8,6 +9,7 @@
 
 #include "test.h"
 #include "../src/models.h"
+#include "../port/port.h"
 
 static kn_backend backends[3] = {KN_BACKEND_INTERP, KN_BACKEND_TCC, KN_BACKEND_C};
 static const char *bname[3] = {"interp", "tcc", "c"};
@@ -38,15 +40,19 @@ static double max_diff(kn_ctx *ca, kn_tensor *a, kn_ctx *cb, kn_tensor *b)
     return m;
 }
 
-/* Generic entries run on the interpreter so far: backends tcc and c
- * specialise every size, unless they have no compiler here (wasm) and run
- * on the interpreter too. info: after a call. */
-static int generic(const kn_fn_info *info) { return info->backend && strcmp(info->backend, "interp") == 0; }
-
 static const int64_t sweep[5] = {8, 16, 24, 5, 33};
 
-/* the entries a sweep of 5 sizes makes, per dynamic setting */
-static int want_entries(const kn_fn_info *info, int dyn) { return !generic(info) || dyn == 2 ? 5 : dyn == 0 ? 2 : 1; }
+/* the entries a sweep of 5 sizes makes, per dynamic setting: auto, a static one and a generic one; on,
+ * one generic; off, one per size (on every backend: tcc and c compile a generic entry once) */
+static int want_entries(int dyn) { return dyn == 2 ? 5 : dyn == 0 ? 2 : 1; }
+
+/* Programs compiled with code, for f's entries of graphs graphs each (compiled backends, where a compiler
+ * is here: the wasm leg has none and runs on the interpreter). */
+static int want_compiles(int bi, int entries, int graphs)
+{
+    int code = (bi == 1 && port_jit_available(PORT_TCC)) || (bi == 2 && port_jit_available(PORT_CC));
+    return code ? entries * graphs : 0;
+}
 
 /* ---- inference: logits and the mean loss of mlp ---- */
 
@@ -104,19 +110,19 @@ static void test_infer_sweep(int bi, int dyn, int strided)
     }
     kn_fn_info info;
     CHECK(kn_fn_stats(f, &info) == KN_OK);
-    CHECK_MSG(info.calls == 5 && info.entries == want_entries(&info, dyn) && info.eager_calls == 0,
-              "%s %s: %d calls, %d entries, %d eager", bname[bi], dname[dyn], info.calls, info.entries,
-              info.eager_calls);
+    CHECK_MSG(info.calls == 5 && info.entries == want_entries(dyn) && info.eager_calls == 0 &&
+              info.compiles == want_compiles(bi, info.entries, 1),
+              "%s %s: %d calls, %d entries, %d eager, %d compiles; log: %s", bname[bi], dname[dyn], info.calls,
+              info.entries, info.eager_calls, info.compiles, logbuf);
     if (dyn == 0) {
         CHECK_MSG(strstr(logbuf, "in[0] dim 0: expected 8, got 16") != NULL, "log: %s", logbuf);
         CHECK_MSG(strstr(logbuf, "in[0] dim 0 changed (8, then 16): dynamic from now on") != NULL, "log: %s", logbuf);
     }
-    if (dyn != 2 && generic(&info)) {
+    if (dyn != 2) {
         /* x's and y's batch dims are s0; the arena is a formula in it */
         CHECK_MSG(info.symbolic_dims == 2, "%s %s: %d symbolic dims", bname[bi], dname[dyn], info.symbolic_dims);
         CHECK_MSG(strstr(logbuf, "is generic in s0 = in[0] dim 0") != NULL, "log: %s", logbuf);
     }
-    if (dyn != 2 && !generic(&info)) CHECK_MSG(strstr(logbuf, "specialised to") != NULL, "log: %s", logbuf);
     if (dyn == 2) CHECK_MSG(strstr(logbuf, "dynamic from now on") == NULL && info.symbolic_dims == 0, "log: %s", logbuf);
     kn_fn_free(f);
     model_free(ctx, m);
@@ -199,8 +205,10 @@ static void test_train_sweep(int bi, int dyn, const char *model, ModelCfg cfg, i
               worst_loss, worst);
     kn_fn_info info;
     kn_fn_stats(f, &info);
-    CHECK_MSG(info.entries == (want ? want : want_entries(&info, dyn)) && info.eager_calls == 0,
-              "%s %s %s: %d entries; log: %s", bname[bi], dname[dyn], model, info.entries, logbuf);
+    CHECK_MSG(info.entries == (want ? want : want_entries(dyn)) && info.eager_calls == 0 &&
+              info.compiles == want_compiles(bi, info.entries, 1),
+              "%s %s %s: %d entries, %d compiles; log: %s", bname[bi], dname[dyn], model, info.entries, info.compiles,
+              logbuf);
     if (why) CHECK_MSG(strstr(logbuf, why) != NULL, "%s %s %s: log: %s", bname[bi], dname[dyn], model, logbuf);
     kn_fn_free(f);
     kn_optim_free(sa.opt);
@@ -260,13 +268,68 @@ static void test_region_sweep(int bi, int dyn)
     CHECK_MSG(worst < 1e-4, "%s %s region: grads differ from eager by %g", bname[bi], dname[dyn], worst);
     kn_fn_info info;
     kn_fn_stats(f, &info);
-    CHECK_MSG(info.entries == want_entries(&info, dyn) && info.graphs == 2, "%s %s region: %d entries, %d graphs; log: %s",
-              bname[bi], dname[dyn], info.entries, info.graphs, logbuf);
+    CHECK_MSG(info.entries == want_entries(dyn) && info.graphs == 2 && info.compiles == want_compiles(bi, info.entries, 2),
+              "%s %s region: %d entries, %d graphs, %d compiles; log: %s", bname[bi], dname[dyn], info.entries,
+              info.graphs, info.compiles, logbuf);
     kn_fn_free(f);
     model_free(ca, ma);
     model_free(cb, mb);
     kn_ctx_free(ca);
     kn_ctx_free(cb);
+}
+
+/* ---- one program for every size: backends tcc and c compile a generic entry once ---- */
+
+/* x (S, 12), w (12, 7): a dot with s0 as M and a gelu epilogue; a softmax along s0 (its innermost
+ * loops of s0 iterations); dots with s0 as K, and as M and N; a mean over s0 (a divisor in s0) */
+static kn_status mix_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    kn_tensor *x = in[0], *a = kn_gelu(ctx, kn_matmul(ctx, x, in[1]), 1);   /* (S, 7) */
+    kn_tensor *b = kn_softmax(ctx, kn_transpose(ctx, a, 0, 1), 1);          /* (7, S) */
+    kn_tensor *g = kn_matmul(ctx, x, kn_transpose(ctx, x, 0, 1));           /* (S, S) */
+    out[0] = kn_add(ctx, kn_matmul(ctx, b, x), kn_mean(ctx, x, (int[]){0}, 1, 1)); /* (7, 12) */
+    out[1] = kn_add(ctx, kn_amax(ctx, kn_matmul(ctx, kn_exp(ctx, kn_mul(ctx, g, kn_scalar(ctx, 0.1))), x), (int[]){0}, 1, 0),
+                    kn_sum(ctx, a, NULL, 0, 0)); /* (12) */
+    return out[0] && out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_generic_sweep(int bi, int dyn)
+{
+    static const int64_t sizes[9] = {6, 13, 2, 3, 9, 17, 64, 7, 33}; /* odd ones, and not multiples of 8 */
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 9});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "recompiles");
+    logbuf[0] = 0;
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = (kn_dynamic)dyn, .name = "mix"};
+    kn_fn *f = kn_compile(ctx, mix_body, NULL, &o);
+    int64_t ws[2] = {12, 7};
+    kn_tensor *w = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, ws));
+    for (int c = 0; c < 9; c++) {
+        kn_scope_begin(ctx);
+        int64_t xs[2] = {sizes[c], 12};
+        kn_tensor *in[2] = {kn_randn(ctx, KN_F32, 2, xs), w}, *out[2] = {0}, *want[2] = {0};
+        kn_status s = kn_call(f, in, 2, out, 2);
+        CHECK_MSG(s == KN_OK, "%s %s mix S=%lld: %s", bname[bi], dname[dyn], (long long)sizes[c], kn_last_error(ctx));
+        CHECK(mix_body(ctx, NULL, in, 2, want, 2) == KN_OK);
+        for (int k = 0; k < 2 && s == KN_OK; k++) {
+            double d = max_diff(ctx, out[k], ctx, want[k]);
+            CHECK_MSG(d < 1e-5, "%s %s mix S=%lld out[%d]: differs from eager by %g", bname[bi], dname[dyn],
+                      (long long)sizes[c], k, d);
+        }
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    CHECK(kn_fn_stats(f, &info) == KN_OK);
+    int entries = dyn == 0 ? 2 : 1; /* auto: 6 static, then one generic entry from 13 on */
+    CHECK_MSG(info.entries == entries && info.compiles == want_compiles(bi, entries, 1) && info.symbolic_dims == 1,
+              "%s %s mix: %d entries, %d compiles, %d symbolic dims; log: %s", bname[bi], dname[dyn], info.entries,
+              info.compiles, info.symbolic_dims, logbuf);
+    CHECK_MSG(strstr(logbuf, "is generic in s0") && !strstr(logbuf, "specialised") && !strstr(logbuf, "compiled for it"),
+              "%s %s mix: log: %s", bname[bi], dname[dyn], logbuf);
+    kn_free(ctx, w);
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
 }
 
 /* ---- what cannot be generic specialises ---- */
@@ -480,6 +543,12 @@ int main(void)
     test_train_sweep(0, 1, "gpt", gpt, 0, 2, "in[0] dim 0 specialised to 8: tracing at size 9: model_loss: gpt: tokens "
                      "have T = 9 positions, more than the context 8");
     for (int bi = 0; bi < 3; bi++) test_region_sweep(bi, 0);
+    for (int bi = 0; bi < 3; bi++) test_generic_sweep(bi, 0), test_generic_sweep(bi, 1);
+    for (int bi = 1; bi < 3; bi++) test_train_sweep(bi, 1, "mlp", (ModelCfg){0}, 0, 0, NULL);
+    test_train_sweep(2, 0, "gpt", gpt, 0, 0, NULL);
+    /* a convolution's windows (forward, and the weight's and input's gradients) in the batch */
+    test_train_sweep(1, 0, "smallcnn", (ModelCfg){0}, 0, 0, NULL);
+    test_train_sweep(2, 0, "smallcnn", (ModelCfg){0}, 0, 0, NULL);
     test_region_sweep(0, 1);
     test_specialise(square_body, "square", "makes constants of other values");
     test_specialise(outer_body, "outer", "not affine in the size");

@@ -375,7 +375,7 @@ static void finish(Outs *o)
     if (ok) run_with(PORT_CC, NULL, o, g, &s, lk, nk, src, vals);
     /* the SIMD dialect of the loop-optimised kernels: parallel wherever
      * allowed, vector loops of width 4 (so 7 and 13 leave tails) */
-    LoopOptions lo = {1, 4, 0};
+    LoopOptions lo = {1, 4, 0, 0};
     for (int i = 0; ok && i < nk; i++)
         if (!lk[i].interp) ok = EXPECT(loopopt_run(ctx, &lk[i].k, &lo) == 0 && ir_verify(ctx, &lk[i].k) == 0, "%s: %s",
                                        o->name, kn_last_error(ctx));
@@ -1069,6 +1069,65 @@ static void test_select(int how, const CIsa *isa)
     free(in);
 }
 
+/* A kernel of a run-time size z0 (ir.h IR_SHAPE_SYM), read from b[nbufs + 2]: extents, indices and
+ * a constant 1/z0 (a mean's divisor) at sizes 1 to 64, in both dialects (the SIMD one's accumulator
+ * lanes take 8 at a time, then the rest). */
+static void test_shape_symbols(kn_ctx *ctx, int how, const CIsa *isa)
+{
+    static const char *text = "kernel kz(out b0 f32[s4096*3], in b1 f32[s4096*3], out b2 f32[3])\n"
+                              "  for s0 in s4096\n"
+                              "    for s1 in 3\n"
+                              "      b0[s0*3+s1] = mul(b1[s0*3+s1], 2)\n"
+                              "  for s2 in 3\n"
+                              "    acc a0 f32 sum\n"
+                              "    for s3 in s4096 vector(8)\n"
+                              "      a0 += b1[s3*3+s2]\n"
+                              "    b2[s2] = a0\n";
+    char why[256], flags[160];
+    Arena a;
+    ExprTable ex;
+    Kernel k;
+    arena_init(&a, ctx);
+    expr_init(&ex, ctx);
+    ir_init(&k, &a, &ex, "kz");
+    int ok = EXPECT(ir_parse(&k, text, why, sizeof why) == 0, "%s", why);
+    for (IrRef r = 1; ok && r < k.n; r++) /* the 2 becomes 1/z0 */
+        if (k.nodes[r].kind == IR_CONST) k.nodes[r].index = expr_sym(&ex, IR_SHAPE_SYM), k.nodes[r].op = OP_RECIP;
+    k.shapes = 1;
+    ok = ok && EXPECT(ir_verify(ctx, &k) == 0, "%s", kn_last_error(ctx));
+    const Kernel *kp = &k;
+    size_t len = ok ? (isa ? c_render_isa(&kp, 1, isa, NULL, 0) : c_render(&kp, 1, NULL, 0)) : 0;
+    char *src = len ? malloc(len + 1) : NULL;
+    if (src) isa ? c_render_isa(&kp, 1, isa, src, len + 1) : c_render(&kp, 1, src, len + 1);
+    if (isa) snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", isa->flags);
+    PortModule *m = src ? port_jit(how, src, isa ? flags : NULL, why) : NULL;
+    void *sym = m ? port_jit_sym(m, "kz") : NULL;
+    void (*fn)(void **) = NULL;
+    if (sym) memcpy(&fn, &sym, sizeof sym);
+    ok = ok && EXPECT(fn != NULL, "%s", m ? "no symbol kz" : why);
+    ok = ok && EXPECT(strstr(src, "(1.0 / (double)kn_z[0])") && strstr(src, "kn_z[0]*3"), "source:\n%s", src);
+    static const int64_t sizes[6] = {1, 2, 5, 8, 13, 64};
+    for (int c = 0; c < 6 && ok; c++) {
+        int64_t z = sizes[c], n = 3 * z;
+        float *out = malloc((size_t)n * 4), *in = malloc((size_t)n * 4), sum[3];
+        double want[3] = {0, 0, 0};
+        for (int64_t i = 0; i < n; i++) in[i] = (float)(i % 17) * 0.25f - 2, want[i % 3] += in[i];
+        void *b[6] = {out, in, sum, NULL, NULL, &z};
+        fn(b);
+        for (int64_t i = 0; i < n; i++)
+            ok = ok && EXPECT(out[i] == in[i] * (float)(1.0 / (double)z), "%s z0 = %lld: b0[%lld] = %g, want %g",
+                              isa ? isa->name : "scalar", (long long)z, (long long)i, out[i], in[i] / (double)z);
+        for (int j = 0; j < 3; j++)
+            ok = ok && EXPECT(fabs(sum[j] - want[j]) <= 1e-5 * (1 + fabs(want[j])), "%s z0 = %lld: b2[%d] = %g, want %g",
+                              isa ? isa->name : "scalar", (long long)z, j, sum[j], want[j]);
+        free(out), free(in);
+    }
+    if (m) port_jit_free(m);
+    free(src);
+    expr_free(&ex);
+    arena_free(&a);
+}
+
 int main(void)
 {
     if (!port_jit_available(PORT_TCC) && !port_jit_available(PORT_CC)) {
@@ -1082,6 +1141,8 @@ int main(void)
     test_select(PORT_TCC, NULL);
     test_select(PORT_CC, NULL);
     test_select(PORT_CC, c_isa_host());
+    if (port_jit_available(PORT_TCC)) test_shape_symbols(ctx, PORT_TCC, NULL);
+    if (port_jit_available(PORT_CC)) test_shape_symbols(ctx, PORT_CC, c_isa_host());
     for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_checks(how), test_loops(how), test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
     if (!strcmp(c_isa_host()->name, "avx512")) test_math(PORT_CC, c_isa("avx2")); /* the other x86 header */

@@ -667,7 +667,10 @@ static void put_index(Out *o, const ExprTable *t, ExprId e, int paren)
     }
     switch (x->kind) {
     case EX_CONST: put_int(o, x->c, paren); break;
-    case EX_SYM: put(o, "s%lld", (long long)x->c); break;
+    case EX_SYM: /* a loop var, or a shape symbol: its value at the run (ir.h IR_SHAPE_SYM) */
+        if (x->c >= IR_SHAPE_SYM) put(o, "kn_z[%lld]", (long long)(x->c - IR_SHAPE_SYM));
+        else put(o, "s%lld", (long long)x->c);
+        break;
     case EX_MUL:
         if (paren) put_char(o, '(');
         put_term(o, t, x->c, x->args, x->n, 1);
@@ -1010,7 +1013,19 @@ static void put_value(R *r, IrRef ref, IrRef user, int depth, int bare)
         return;
     }
     switch (x->kind) {
-    case IR_CONST: put_const(r->o, (kn_dtype)x->dtype, x->imm); break;
+    case IR_CONST:
+        if (x->index) { /* a size at the run, or its reciprocal, as dt_store stores the double */
+            put_str(r->o, "(");
+            put_part(r->o, dts[x->dtype].from_f, 0);
+            put_str(r->o, x->op == OP_RECIP ? "(1.0 / (double)" : "((double)");
+            put_index(r->o, r->k->ex, x->index, 1);
+            put_str(r->o, ")");
+            put_part(r->o, dts[x->dtype].from_f, 1);
+            put_str(r->o, ")");
+        } else {
+            put_const(r->o, (kn_dtype)x->dtype, x->imm);
+        }
+        break;
     case IR_LOAD:
         put_part_strip(r->o, dts[x->dtype].load, 0, bare);
         put(r->o, "b%d[", (int)x->buf);
@@ -1560,6 +1575,8 @@ static void put_bufs(R *r, const uint8_t *bufused, int omit)
         put_index(r->o, k->ex, bf->size, 0);
         put_str(r->o, "] */\n");
     }
+    if (k->shapes) /* shape symbols' values at this run: after the thread pool and the error cell */
+        put(r->o, "    const int64_t *kn_z = (const int64_t *)b[%d]; (void)kn_z;\n", k->nbufs + 2);
 }
 
 /* The error cell of a kernel with checks: b[nbufs + 1], after the thread pool. */
