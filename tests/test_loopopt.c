@@ -180,8 +180,8 @@ int main(void)
            "      a0 max= b1[s0*8+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 8\n"
-           "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+           "      b0[s0*8+s2] = exp(min(sub(b1[s0*8+s2], a0), 0))\n"
+           "      a1 += exp(min(sub(b1[s0*8+s2], a0), 0))\n"
            "    for s3 in 8\n"
            "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n",
            "kernel k8_div(out b0 f32[32], in b1 f32[32])\n"
@@ -191,8 +191,8 @@ int main(void)
            "      a0 max= b1[s0*8+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 8 vector(8)\n"
-           "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+           "      b0[s0*8+s2] = exp(min(sub(b1[s0*8+s2], a0), 0))\n"
+           "      a1 += exp(min(sub(b1[s0*8+s2], a0), 0))\n"
            "    for s3 in 8 vector(8)\n"
            "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n");
     /* the same rows, big enough for threads: the row loop is parallel */
@@ -207,8 +207,8 @@ int main(void)
            "      a0 max= b1[s0*256+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 256\n"
-           "      b0[s0*256+s2] = exp(sub(b1[s0*256+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*256+s2], a0))\n"
+           "      b0[s0*256+s2] = exp(min(sub(b1[s0*256+s2], a0), 0))\n"
+           "      a1 += exp(min(sub(b1[s0*256+s2], a0), 0))\n"
            "    for s3 in 256\n"
            "      b0[s0*256+s3] = mul(b0[s0*256+s3], recip(a1))\n",
            "kernel k8_div(out b0 f32[65536], in b1 f32[65536])\n"
@@ -218,8 +218,8 @@ int main(void)
            "      a0 max= b1[s0*256+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 256 vector(8)\n"
-           "      b0[s0*256+s2] = exp(sub(b1[s0*256+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*256+s2], a0))\n"
+           "      b0[s0*256+s2] = exp(min(sub(b1[s0*256+s2], a0), 0))\n"
+           "      a1 += exp(min(sub(b1[s0*256+s2], a0), 0))\n"
            "    for s3 in 256 vector(8)\n"
            "      b0[s0*256+s3] = mul(b0[s0*256+s3], recip(a1))\n");
     ctx->trace = graph_new(ctx);

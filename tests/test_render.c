@@ -732,7 +732,9 @@ static int run_ir(int how, const char *text, void **bufs) { return run_ir_isa(ho
  * log 0.81, tanh 1.30, erf 1.37): exp and log 1.5, tanh and erf 2, so a
  * polynomial with a wrong coefficient fails; under TinyCC, which calls
  * libm's float functions, 3. NaN, infinities, zeros and signs must be
- * exactly libm's where its value rounds to one. */
+ * exactly libm's where its value rounds to one. exp(min(x, 0)), which
+ * renders as kn_expf_le0, must equal exp(min(x, 0) computed apart) bit for
+ * bit over the same inputs (a NaN any NaN). */
 static double ulp_err(float got, double want)
 {
     float w = (float)want;
@@ -793,6 +795,21 @@ static void test_math(int how, const CIsa *isa)
             EXPECT(worst <= b, "%s %s: %g ulp at %a (bound %g)", how == PORT_TCC ? "tcc" : isa ? isa->name : "cc",
                    fns[j], worst, at, b);
         }
+    /* exp(min(x, 0)) (kn_expf_le0, softmax's exp) against exp of min(x, 0) computed here: bit for bit */
+    snprintf(text, sizeof text,
+             "kernel mexp(in b0 f32[%d], out b1 f32[%d], out b2 f32[%d], in b3 f32[%d])\n"
+             "  for s0 in %d\n    b1[s0] = exp(min(b0[s0], 0))\n    b2[s0] = exp(b3[s0])\n",
+             NP, NP, NP, NP, NP);
+    for (uint32_t i = 0; i < NP; i++) x[3 * (size_t)NP + i] = x[i] > 0 ? 0.0f : x[i]; /* NaN stays */
+    if (run_ir_isa(how, isa, text, bufs)) {
+        uint32_t bad = 0, at = 0;
+        for (uint32_t i = 0; i < NP; i++) {
+            float g = x[NP + i], w = x[2 * (size_t)NP + i];
+            if (memcmp(&g, &w, 4) && !(g != g && w != w) && !bad++) at = i;
+        }
+        EXPECT(!bad, "%s exp(min(x, 0)): %u differ from exp of min(x, 0), first at %a: %a, want %a",
+               how == PORT_TCC ? "tcc" : isa ? isa->name : "cc", bad, x[at], x[NP + at], x[2 * (size_t)NP + at]);
+    }
     free(x);
 }
 

@@ -424,10 +424,27 @@ static const char *const prelude[] = {
     "    float l = 1.0f - kn_exp2f_in(p);\n"
     "    return KN_ASF(KN_ASU(KN_SEL(a >= 1.0f, l, small)) | (KN_ASU(x) & 0x80000000u));\n"
     "}\n"
+    "/* e^min(x, 0), bit for bit kn_expf's: the exp of softmax's x - max, which lower.c\n"
+    " * marks so. c in [-104, 0] keeps n in [-150, 0], so 2^(n+64) is normal and p 2^(n+64)\n"
+    " * exact, and the one rounding is the product by 2^-64, where kn_expf takes two powers\n"
+    " * of two and a clamp on either side; both clamps are compares that a NaN fails, so it\n"
+    " * flows through the arithmetic to the result (softmax 4096x1024, its exp loop alone in\n"
+    " * cache, one thread: 0.365 -> 0.336 ns/element). */\n"
+    "KN_HELPER float kn_expf_le0(float x)\n"
+    "{\n"
+    "    float c = KN_SEL(x > 0.0f, 0.0f, x);\n"
+    "    c = KN_SEL(c < -104.0f, -104.0f, c);\n"
+    "    float z = KN_FMAF(c, 1.44269504f, 12582912.0f), n = z - 12582912.0f, p;\n"
+    "    float r = KN_FMAF(n, -0.693359375f, c);\n"
+    "    r = KN_FMAF(n, 2.12194440e-4f, r);\n"
+    "    KN_EXPR(r, p);\n"
+    "    return p * KN_ASF((KN_ASU(z) - 0x4b400000u + 127u + 64u) << 23) * 5.42101086e-20f; /* 2^-64 */\n"
+    "}\n"
     "/* TinyCC neither inlines nor vectorises, and its code for the above runs\n"
     " * 4-6x slower than libm's: there, kernels call libm */\n"
     "#ifdef __TINYC__\n"
     "#define kn_expf expf\n"
+    "#define kn_expf_le0(x) expf(kn_minf(x, 0.0f))\n"
     "#define kn_logf logf\n"
     "#define kn_tanhf tanhf\n"
     "#define kn_erff erff\n"
@@ -977,6 +994,14 @@ static void put_op(R *r, const IrNode *x, IrRef self, int depth, int bare)
     }
     if (nops(x) == 0 || !ops[x->op].flt) {
         put_str(r->o, "KN_BAD_OP"); /* does not compile */
+        return;
+    }
+    const IrNode *m = x->op == OP_EXP && dt == KN_F32 ? value_at(r->k, x->a, self) : NULL;
+    const IrNode *zero = m && m->kind == IR_OP && m->op == OP_MIN && m->dtype == KN_F32 ? value_at(r->k, m->b, x->a) : NULL;
+    if (zero && zero->kind == IR_CONST && zero->imm == 0) { /* exp(min(v, 0)) */
+        put_str(r->o, "kn_expf_le0(");
+        put_value(r, m->a, x->a, depth + 2, 1);
+        put_char(r->o, ')');
         return;
     }
     /* a compare's or where's operand dtype decides: the last operand's */
