@@ -1198,6 +1198,26 @@ static void put_vcombine(R *r, const IrNode *u, kn_dtype dt, int acc, const char
     else put(r->o, "%s = (a%d_vt)((a%d_ut)%s + (a%d_ut)%s);", dst, acc, acc, dst, acc, src);
 }
 
+/* One step of folding an accumulator's lanes, l[0, h) op= l[h, 2h), on GNU C
+ * vectors of h lanes: put_combine's operations lane by lane (a float max
+ * kn_accmaxf's: src taken where dst is not NaN and src is not <= dst), so
+ * the bits of the scalar steps, in a few vector instructions where gcc
+ * leaves the scalar loops of kn_accmaxf scalar (softmax 4096x1024, one
+ * thread: the row max's 32 lanes took ~300 instructions a row). */
+static void put_vfold(R *r, const IrNode *u, kn_dtype dt, int acc, int h, int esz, int level)
+{
+    int fl = dt_is_float(dt), bytes = h * esz;
+    indent(r->o, level);
+    put(r->o, "{ typedef %s f_t __attribute__((vector_size(%d))); f_t d_, s_; ", fl ? dts[dt].value : "int64_t", bytes);
+    put(r->o, "memcpy(&d_, a%d_l, %d); memcpy(&s_, a%d_l + %d, %d); ", acc, bytes, acc, h, bytes);
+    if (u->op == OP_RMAX)
+        put(r->o, "{ __typeof__(d_ == d_) m_ = %s; d_ = (f_t)((m_ & (__typeof__(m_))s_) | (~m_ & (__typeof__(m_))d_)); } ",
+            fl ? "(d_ == d_) & ~(s_ <= d_)" : "s_ > d_");
+    else if (fl) put_str(r->o, "d_ = d_ + s_; ");
+    else put(r->o, "{ typedef uint64_t u_t __attribute__((vector_size(%d))); d_ = (f_t)((u_t)d_ + (u_t)s_); } ", bytes);
+    put(r->o, "memcpy(a%d_l, &d_, %d); }\n", acc, bytes);
+}
+
 /* A vector loop whose body updates accumulators, in the SIMD dialect:
  * each accumulator gets L lanes (the width, or a multiple of it the ISA
  * wants for more vectors in flight; starting at its op's identity) that
@@ -1310,11 +1330,18 @@ static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
     for (int i = 0; i < na; i++) {
         kn_dtype dt = dts_[i];
         const IrNode *u = us[i];
-        for (int h = w / 2; h >= 1 && u; h /= 2) {
+        int esz = dt == KN_F32 ? 4 : 8, h = w / 2;
+        if (nv[i]) { /* with KN_VEC: the halvings of two lanes or more on GNU C vectors */
+            put_str(r->o, "#ifdef KN_VEC\n");
+            for (; h >= 2; h /= 2) put_vfold(r, u, dt, accs[i], h, esz, level + 1);
+            put_str(r->o, "#else\n");
+        }
+        for (int k = w / 2; k >= 1 && u; k /= 2) {
+            if (k == h && nv[i]) put_str(r->o, "#endif\n");
             indent(r->o, level + 1);
-            put(r->o, "for (int l = 0; l < %d; l++) ", h);
+            put(r->o, "for (int l = 0; l < %d; l++) ", k);
             snprintf(dst, sizeof dst, "a%d_l[l]", accs[i]);
-            snprintf(src, sizeof src, "a%d_l[l + %d]", accs[i], h);
+            snprintf(src, sizeof src, "a%d_l[l + %d]", accs[i], k);
             put_combine(r, u, dt, dst, src);
             put_char(r->o, '\n');
         }
