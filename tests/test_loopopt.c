@@ -183,10 +183,11 @@ int main(void)
            "      a0 max= b1[s0*8+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 8\n"
-           "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+           "      b0[s0*8+s2] = exp(min(sub(b1[s0*8+s2], a0), 0))\n"
            "    for s3 in 8\n"
-           "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n",
+           "      a1 += b0[s0*8+s3]\n"
+           "    for s4 in 8\n"
+           "      b0[s0*8+s4] = mul(b0[s0*8+s4], recip(a1))\n",
            "kernel k8_div(out b0 f32[32], in b1 f32[32])\n"
            "  for s0 in 4\n"
            "    acc a0 f32 max\n"
@@ -194,10 +195,11 @@ int main(void)
            "      a0 max= b1[s0*8+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 8 vector(8)\n"
-           "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+           "      b0[s0*8+s2] = exp(min(sub(b1[s0*8+s2], a0), 0))\n"
            "    for s3 in 8 vector(8)\n"
-           "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n");
+           "      a1 += b0[s0*8+s3]\n"
+           "    for s4 in 8 vector(8)\n"
+           "      b0[s0*8+s4] = mul(b0[s0*8+s4], recip(a1))\n");
     /* the same rows, big enough for threads: the row loop is parallel */
     int64_t s256[2] = {256, 256};
     kn_tensor *xs = kn_randn(ctx, KN_F32, 2, s256);
@@ -210,10 +212,11 @@ int main(void)
            "      a0 max= b1[s0*256+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 256\n"
-           "      b0[s0*256+s2] = exp(sub(b1[s0*256+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*256+s2], a0))\n"
+           "      b0[s0*256+s2] = exp(min(sub(b1[s0*256+s2], a0), 0))\n"
            "    for s3 in 256\n"
-           "      b0[s0*256+s3] = mul(b0[s0*256+s3], recip(a1))\n",
+           "      a1 += b0[s0*256+s3]\n"
+           "    for s4 in 256\n"
+           "      b0[s0*256+s4] = mul(b0[s0*256+s4], recip(a1))\n",
            "kernel k8_div(out b0 f32[65536], in b1 f32[65536])\n"
            "  for s0 in 256 parallel\n"
            "    acc a0 f32 max\n"
@@ -221,10 +224,11 @@ int main(void)
            "      a0 max= b1[s0*256+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 256 vector(8)\n"
-           "      b0[s0*256+s2] = exp(sub(b1[s0*256+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*256+s2], a0))\n"
+           "      b0[s0*256+s2] = exp(min(sub(b1[s0*256+s2], a0), 0))\n"
            "    for s3 in 256 vector(8)\n"
-           "      b0[s0*256+s3] = mul(b0[s0*256+s3], recip(a1))\n");
+           "      a1 += b0[s0*256+s3]\n"
+           "    for s4 in 256 vector(8)\n"
+           "      b0[s0*256+s4] = mul(b0[s0*256+s4], recip(a1))\n");
     ctx->trace = graph_new(ctx);
     lower_opt(ctx, kn_relu(ctx, kn_linear(ctx, x, w, b)), &o,
            "kernel k15_where(out b0 f32[16], in b1 f32[32], in b2 f32[32], in b3 f32[4])\n"

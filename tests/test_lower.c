@@ -58,7 +58,9 @@ int main(void)
            "      b0[s0*4+s1] = exp(add(b1[s0+s1*8], cast.f32(b2[0])))\n");
 
     ctx->trace = graph_new(ctx);
-    golden(ctx, kn_softmax(ctx, x, 1), /* one kernel: the max of each row, the sum of exp (kept in the output), the row */
+    /* softmax: one kernel: the max of each row, exp stored in the output, its sum loaded back, the
+     * row; the exp's argument x - max is <= 0 (or NaN), which the min with 0 tells the target */
+    golden(ctx, kn_softmax(ctx, x, 1),
            "kernel k8_div(out b0 f32[32], in b1 f32[32])\n"
            "  for s0 in 4\n"
            "    acc a0 f32 max\n"
@@ -66,10 +68,25 @@ int main(void)
            "      a0 max= b1[s0*8+s1]\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 8\n"
-           "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
-           "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
+           "      b0[s0*8+s2] = exp(min(sub(b1[s0*8+s2], a0), 0))\n"
            "    for s3 in 8\n"
-           "      b0[s0*8+s3] = mul(b0[s0*8+s3], recip(a1))\n");
+           "      a1 += b0[s0*8+s3]\n"
+           "    for s4 in 8\n"
+           "      b0[s0*8+s4] = mul(b0[s0*8+s4], recip(a1))\n");
+
+    /* x minus another tensor's max may be positive: no min */
+    {
+        int d1 = 1;
+        ctx->trace = graph_new(ctx);
+        golden(ctx, kn_exp(ctx, kn_sub(ctx, x, kn_amax(ctx, w, &d1, 1, 1))),
+               "kernel k6_exp(out b0 f32[32], in b1 f32[32], in b2 f32[32])\n"
+               "  for s0 in 4\n"
+               "    acc a0 f32 max\n"
+               "    for s1 in 8\n"
+               "      a0 max= b1[s0*8+s1]\n"
+               "    for s2 in 8\n"
+               "      b0[s0*8+s2] = exp(sub(b2[s0*8+s2], a0))\n");
+    }
 
     /* softmax's backward shape: y = exp(x - max) kept in the output by the
      * sum of y; the later sum of w * y loads it back, as the last loop does */
@@ -88,13 +105,14 @@ int main(void)
                "      a0 max= b1[s0*8+s1]\n"
                "    acc a1 f32 sum\n"
                "    for s2 in 8\n"
-               "      b0[s0*8+s2] = exp(sub(b1[s0*8+s2], a0))\n"
-               "      a1 += exp(sub(b1[s0*8+s2], a0))\n"
-               "    acc a2 f32 sum\n"
+               "      b0[s0*8+s2] = exp(min(sub(b1[s0*8+s2], a0), 0))\n"
                "    for s3 in 8\n"
-               "      a2 += mul(b2[s0*8+s3], b0[s0*8+s3])\n"
+               "      a1 += b0[s0*8+s3]\n"
+               "    acc a2 f32 sum\n"
                "    for s4 in 8\n"
-               "      b0[s0*8+s4] = add(mul(b0[s0*8+s4], recip(a1)), a2)\n");
+               "      a2 += mul(b2[s0*8+s4], b0[s0*8+s4])\n"
+               "    for s5 in 8\n"
+               "      b0[s0*8+s5] = add(mul(b0[s0*8+s5], recip(a1)), a2)\n");
         /* a later sum that reads y at another row computes it: that row of
          * the output is not stored yet (or is another thread's) */
         int64_t s88[2] = {8, 8};
@@ -114,13 +132,14 @@ int main(void)
                "  for s0 in 8\n"
                "    acc a0 f32 sum\n"
                "    for s1 in 8\n"
-               "      b0[s0*8+s1] = exp(sub(b1[s0*8+s1], b2[s0]))\n"
-               "      a0 += exp(sub(b1[s0*8+s1], b2[s0]))\n"
-               "    acc a1 f32 sum\n"
+               "      b0[s0*8+s1] = exp(min(sub(b1[s0*8+s1], b2[s0]), 0))\n"
                "    for s2 in 8\n"
-               "      a1 += mul(b1[s0*8+s2], exp(sub(b1[s0+s2*8], b2[s2])))\n"
+               "      a0 += b0[s0*8+s2]\n"
+               "    acc a1 f32 sum\n"
                "    for s3 in 8\n"
-               "      b0[s0*8+s3] = add(mul(b0[s0*8+s3], recip(a0)), a1)\n");
+               "      a1 += mul(b1[s0*8+s3], exp(min(sub(b1[s0+s3*8], b2[s3]), 0)))\n"
+               "    for s4 in 8\n"
+               "      b0[s0*8+s4] = add(mul(b0[s0*8+s4], recip(a0)), a1)\n");
     }
 
     /* layer_norm with weight and bias: mean, then the variance of the

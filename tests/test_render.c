@@ -732,7 +732,9 @@ static int run_ir(int how, const char *text, void **bufs) { return run_ir_isa(ho
  * log 0.81, tanh 1.30, erf 1.37): exp and log 1.5, tanh and erf 2, so a
  * polynomial with a wrong coefficient fails; under TinyCC, which calls
  * libm's float functions, 3. NaN, infinities, zeros and signs must be
- * exactly libm's where its value rounds to one. */
+ * exactly libm's where its value rounds to one. exp(min(x, 0)), which
+ * renders as kn_expf_le0, must equal exp(min(x, 0) computed apart) bit for
+ * bit over the same inputs (a NaN any NaN). */
 static double ulp_err(float got, double want)
 {
     float w = (float)want;
@@ -793,6 +795,21 @@ static void test_math(int how, const CIsa *isa)
             EXPECT(worst <= b, "%s %s: %g ulp at %a (bound %g)", how == PORT_TCC ? "tcc" : isa ? isa->name : "cc",
                    fns[j], worst, at, b);
         }
+    /* exp(min(x, 0)) (kn_expf_le0, softmax's exp) against exp of min(x, 0) computed here: bit for bit */
+    snprintf(text, sizeof text,
+             "kernel mexp(in b0 f32[%d], out b1 f32[%d], out b2 f32[%d], in b3 f32[%d])\n"
+             "  for s0 in %d\n    b1[s0] = exp(min(b0[s0], 0))\n    b2[s0] = exp(b3[s0])\n",
+             NP, NP, NP, NP, NP);
+    for (uint32_t i = 0; i < NP; i++) x[3 * (size_t)NP + i] = x[i] > 0 ? 0.0f : x[i]; /* NaN stays */
+    if (run_ir_isa(how, isa, text, bufs)) {
+        uint32_t bad = 0, at = 0;
+        for (uint32_t i = 0; i < NP; i++) {
+            float g = x[NP + i], w = x[2 * (size_t)NP + i];
+            if (memcmp(&g, &w, 4) && !(g != g && w != w) && !bad++) at = i;
+        }
+        EXPECT(!bad, "%s exp(min(x, 0)): %u differ from exp of min(x, 0), first at %a: %a, want %a",
+               how == PORT_TCC ? "tcc" : isa ? isa->name : "cc", bad, x[at], x[NP + at], x[2 * (size_t)NP + at]);
+    }
     free(x);
 }
 
@@ -931,22 +948,46 @@ static void test_threads(int how, const CIsa *isa)
                        "    b4[s0] = a3\n"
                        "    b5[s0] = a4\n"
                        "    b6[s0] = a5\n";
+    /* updates that add loads as they are (a unit-stride load of the accumulator's type): with
+     * KN_VEC, their vectors come straight from the buffer; the bits of rows' a0, a1, a3, a2 */
+    const char *direct = "kernel direct(out b0 f32[37], out b1 f32[37], in b2 f32[1369], out b3 f64[37], "
+                         "in b4 f64[1369], out b5 i64[37], in b6 i64[1369])\n"
+                         "  for s0 in 37 parallel\n"
+                         "    acc a0 f32 max\n"
+                         "    acc a1 f32 sum\n"
+                         "    acc a2 f64 max\n"
+                         "    acc a3 i64 sum\n"
+                         "    for s1 in 37 vector(8)\n"
+                         "      a0 max= b2[s0*37+s1]\n"
+                         "      a1 += b2[s0*37+s1]\n"
+                         "      a2 max= b4[s1+s0*37]\n"
+                         "      a3 += b6[s0*37+s1]\n"
+                         "    b0[s0] = a0\n"
+                         "    b1[s0] = a1\n"
+                         "    b3[s0] = a2\n"
+                         "    b5[s0] = a3\n";
     const char *flat = "kernel flat(out b0 f32[1000], in b1 f32[1000])\n"
                        "  for s0 in 1000 parallel\n"
                        "    b0[s0] = exp(mul(b1[s0], 0.01))\n";
-    static float x[R * C], mx[2][R], sum[2][R], fx[F], fy[2][F];
-    static double dmx[2][R], dsum[2][R];
-    static int64_t isum[2][R], imx[2][R];
+    static float x[R * C], mx[2][R], sum[2][R], fx[F], fy[2][F], dmxf[2][R], dsumf[2][R];
+    static double dmx[2][R], dsum[2][R], xd[R * C], dmxd[2][R];
+    static int64_t isum[2][R], imx[2][R], xi[R * C], dsumi[2][R];
     const char *name = how == PORT_TCC ? "tcc" : isa ? isa->name : "cc";
     for (int i = 0; i < R * C; i++) x[i] = (float)uniform(-3, 3);
     for (int i = 0; i < F; i++) fx[i] = (float)(i - 500);
     x[5 * C + 36] = NAN, x[9 * C + 2] = NAN; /* a NaN in a tail and in a lane */
+    for (int i = 0; i < R * C; i++) xd[i] = x[i], xi[i] = x[i] == x[i] ? (int64_t)(x[i] * 100.0f) : 0;
     KnParallel par = {port_parallel_for, 4};
     for (int t = 0; t < 2; t++) {
         void *b[8] = {mx[t], sum[t], x, isum[t], dmx[t], dsum[t], imx[t], t ? &par : NULL};
         void *bf[3] = {fy[t], fx, t ? &par : NULL};
-        if (!run_ir_isa(how, isa, rows, b) || !run_ir_isa(how, isa, flat, bf)) return;
+        void *bd[8] = {dmxf[t], dsumf[t], x, dmxd[t], xd, dsumi[t], xi, t ? &par : NULL};
+        if (!run_ir_isa(how, isa, rows, b) || !run_ir_isa(how, isa, flat, bf) || !run_ir_isa(how, isa, direct, bd)) return;
     }
+    for (int t = 0; t < 2; t++)
+        EXPECT(!memcmp(dmxf[t], mx[0], sizeof mx[0]) && !memcmp(dsumf[t], sum[0], sizeof sum[0]) &&
+                   !memcmp(dmxd[t], dmx[0], sizeof dmx[0]) && !memcmp(dsumi[t], isum[0], sizeof isum[0]),
+               "%s: loads added as they are (%d threads): not the bytes of the same sums and maxes", name, t ? 4 : 1);
     EXPECT(!memcmp(mx[0], mx[1], sizeof mx[0]) && !memcmp(sum[0], sum[1], sizeof sum[0]) &&
                !memcmp(isum[0], isum[1], sizeof isum[0]) && !memcmp(fy[0], fy[1], sizeof fy[0]) &&
                !memcmp(dmx[0], dmx[1], sizeof dmx[0]) && !memcmp(dsum[0], dsum[1], sizeof dsum[0]) &&
