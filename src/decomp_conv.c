@@ -8,7 +8,9 @@
  * (N, G, C/G*KH*KW, OH*OW) and contracted with the weight (G, O/G,
  * C/G*KH*KW) by one dot. conv1d is conv2d with a unit H. conv_transpose2d
  * is conv2d, stride 1, over the zero-stuffed and re-padded input with the
- * flipped weight. The pools take the same window slices and combine them by
+ * flipped weight; a stride-1 convolution's input gradient is such a
+ * transposed convolution too (conv_vjp), not the columns' gradient summed
+ * back. The pools take the same window slices and combine them by
  * max or by sum; adaptive average pooling multiplies by two 0/1 pooling
  * matrices. The norms are sums and pointwise ops in the input's float dtype
  * (f32 for f16/bf16).
@@ -295,6 +297,20 @@ static int conv_args(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, cons
 
 /* ---- convolution: the implicit GEMM ---- */
 
+/* The columns of the implicit GEMM: x's windows, padded.  // (G, C/G*KH*KW, N*OH*OW) */
+static kn_tensor *conv_cols(kn_ctx *ctx, kn_tensor *x, const Conv *cv)
+{
+    const Axis *ax = cv->ax;
+    int64_t n = cv->n, g = cv->g, cg = cv->c / g, kk = ax[0].k * ax[1].k, ck = cg * kk;
+    int64_t oh = ax[0].out, ow = ax[1].out;
+    kn_tensor *xp = pad_hw(ctx, x, ax[0].pad, ax[0].pad, ax[1].pad, ax[1].pad, 0.0); // (N, C, Hp, Wp)
+    kn_tensor *cols = stack_windows(ctx, xp, ax, 0, kk);                             // (N, C, KH*KW, OH, OW)
+    int64_t split[6] = {n, g, cg, kk, oh, ow}, cshape[3] = {g, ck, n * oh * ow};
+    static const int to_gck[6] = {1, 2, 3, 0, 4, 5};
+    cols = p_permute(ctx, p_reshape(ctx, cols, 6, split), to_gck);                   // (G, C/G, KH*KW, N, OH, OW)
+    return p_reshape(ctx, cols, 3, cshape);                                          // (G, C/G*KH*KW, N*OH*OW)
+}
+
 /* x (N, C, H, W), w (O, C/G, KH, KW), b (O) or NULL -> (N, O, OH, OW)
  *
  * The batch is folded into the GEMM's columns: one dot per group of
@@ -307,14 +323,9 @@ static int conv_args(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, cons
 static kn_tensor *conv_gemm(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const Conv *cv)
 {
     const Axis *ax = cv->ax;
-    int64_t n = cv->n, g = cv->g, o = cv->o, cg = cv->c / g, kk = ax[0].k * ax[1].k, ck = cg * kk;
+    int64_t n = cv->n, g = cv->g, o = cv->o, ck = cv->c / g * ax[0].k * ax[1].k;
     int64_t oh = ax[0].out, ow = ax[1].out;
-    kn_tensor *xp = pad_hw(ctx, x, ax[0].pad, ax[0].pad, ax[1].pad, ax[1].pad, 0.0); // (N, C, Hp, Wp)
-    kn_tensor *cols = stack_windows(ctx, xp, ax, 0, kk);                             // (N, C, KH*KW, OH, OW)
-    int64_t split[6] = {n, g, cg, kk, oh, ow}, cshape[3] = {g, ck, n * oh * ow};
-    static const int to_gck[6] = {1, 2, 3, 0, 4, 5};
-    cols = p_permute(ctx, p_reshape(ctx, cols, 6, split), to_gck);                   // (G, C/G, KH*KW, N, OH, OW)
-    cols = p_reshape(ctx, cols, 3, cshape);                                          // (G, C/G*KH*KW, N*OH*OW)
+    kn_tensor *cols = conv_cols(ctx, x, cv);                                         // (G, C/G*KH*KW, N*OH*OW)
     int64_t wshape[3] = {g, o / g, ck};
     kn_tensor *wm = p_reshape(ctx, w, 3, wshape);                                    // (G, O/G, C/G*KH*KW)
     int64_t yg[5] = {g, o / g, n, oh, ow}, yshape[4] = {n, o, oh, ow}, bshape[4] = {1, o, 1, 1};
@@ -324,11 +335,65 @@ static kn_tensor *conv_gemm(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *
     return b ? bin(ctx, OP_ADD, y, p_reshape(ctx, b, 4, bshape), cv->dt) : y;
 }
 
+static kn_tensor *conv_transpose2d_op(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o);
+
+/* The hand-written backward of a stride-1 convolution (x and w NCHW, saved[0] and [1]; args: padding
+ * and dilation of H and W). Derived through the window views, x's gradient would be the columns'
+ * gradient, W^T . g, (C/G*KH*KW, N*OH*OW): KH*KW times x's size, materialised and then summed back
+ * into x by KH*KW shifted gathers (col2im). As torch's convolution_backward does, it is instead the
+ * transposed convolution of g with w, which at stride 1 is a stride-1 convolution of g (padded by
+ * dilation*(k-1) - padding) with the flipped weight: an implicit GEMM of the forward's cost with
+ * no columns. (At stride s that convolution runs over the zero-stuffed g, s^2 times the work, so
+ * strided convolutions keep the derived backward.) w's gradient is the derived one, g . cols^T. */
+static kn_tensor *conv_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which)
+{
+    kn_tensor *x = saved[0], *w = saved[1];
+    int64_t groups = x->shape[1] / w->shape[1];
+    if (which == 0) {
+        kn_conv_opts o = {{1, 1}, {(int)args[0], (int)args[1]}, {(int)args[2], (int)args[3]}, {0, 0}, (int)groups};
+        return conv_transpose2d_op(ctx, g, w, NULL, &o); // (N, C, H, W)
+    }
+    Conv cv;
+    cv.n = x->shape[0], cv.c = x->shape[1], cv.o = w->shape[0], cv.g = groups, cv.dt = (kn_dtype)x->dtype;
+    for (int i = 0; i < 2; i++) {
+        Axis *ax = &cv.ax[i];
+        ax->size = x->shape[2 + i], ax->k = w->shape[2 + i], ax->stride = 1, ax->pad = args[i], ax->dil = args[2 + i];
+        ax->out = g->shape[2 + i];
+    }
+    int64_t yg[5] = {cv.n, groups, cv.o / groups, cv.ax[0].out, cv.ax[1].out};
+    int64_t gshape[3] = {groups, cv.o / groups, cv.n * cv.ax[0].out * cv.ax[1].out};
+    static const int to_gon[5] = {1, 2, 0, 3, 4}, swap[3] = {0, 2, 1};
+    kn_tensor *gd = p_reshape(ctx, p_permute(ctx, p_reshape(ctx, g, 5, yg), to_gon), 3, gshape); // (G, O/G, N*OH*OW)
+    kn_tensor *dw = p_dot(ctx, gd, p_permute(ctx, conv_cols(ctx, x, &cv), swap));               // (G, O/G, C/G*KH*KW)
+    return p_reshape(ctx, dw, 4, w->shape);
+}
+
+/* conv_gemm, with conv_vjp as its backward where the stride is 1, x's gradient is wanted and the
+ * columns outnumber the output channels; the bias stays outside (derived). The flipped weight that
+ * the transposed convolution reads, (C, O/G*KH*KW), is a transposing copy of w, O*C/G*KH*KW
+ * elements gathered across w's rows, where col2im's buffer is C/G*KH*KW * N*OH*OW: where the
+ * columns, N*OH*OW, are fewer than O the copy costs more than the buffer it saves (ResNet-18's
+ * stage 4 at B = 16: 256 columns, 512 channels; its train step ran 1.05x slower with it). */
+static kn_tensor *conv_gemm_grad(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const Conv *cv)
+{
+    if (cv->ax[0].stride != 1 || cv->ax[1].stride != 1 || cv->n * cv->ax[0].out * cv->ax[1].out < cv->o ||
+        !autodiff_custom_wanted(ctx, x))
+        return conv_gemm(ctx, x, w, b, cv);
+    int was = kn_set_grad_enabled(ctx, 0);
+    kn_tensor *y = conv_gemm(ctx, x, w, NULL, cv);
+    kn_set_grad_enabled(ctx, was);
+    int64_t args[4] = {cv->ax[0].pad, cv->ax[1].pad, cv->ax[0].dil, cv->ax[1].dil};
+    kn_tensor *in[2] = {x, w};
+    y = autodiff_custom(ctx, y, 2, in, 2, in, args, 4, conv_vjp);
+    int64_t bshape[4] = {1, cv->o, 1, 1};
+    return b && y ? bin(ctx, OP_ADD, y, p_reshape(ctx, b, 4, bshape), cv->dt) : y;
+}
+
 static kn_tensor *conv_forward(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o, int nsp)
 {
     Conv cv;
     if (!conv_args(ctx, x, w, b, o, nsp, 0, &cv)) return NULL;
-    kn_tensor *y = conv_gemm(ctx, as_nchw(ctx, x, nsp), as_nchw(ctx, w, nsp), b, &cv);
+    kn_tensor *y = conv_gemm_grad(ctx, as_nchw(ctx, x, nsp), as_nchw(ctx, w, nsp), b, &cv);
     return from_nchw(ctx, y, x->ndim, nsp);
 }
 

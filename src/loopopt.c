@@ -42,6 +42,7 @@ struct Opt {
     IndexFn fx;
     int var_o, var_i;  /* collapse: the outer and inner vars */
     int64_t ext_i;     /* collapse: the inner extent */
+    int64_t ext_o;     /* collapse: the outer extent (0: shape symbols) */
     int64_t hint;      /* LoopOptions.hint */
     int hinting;       /* range() takes shape symbols as hint (marks' work and widths only) */
     int oom;
@@ -442,15 +443,18 @@ static int affine(ExprTable *t, ExprId e, int v, int64_t *coef, ExprId *rest)
 /* ---- pass 2: collapse ----
  * for o in Eo { for i in Ei { body } }  =>  for o in Eo*Ei { body' } when
  * every index of body is rest + b*Ei*o + b*i: then it is rest + b*o' where
- * o' = o*Ei + i runs over the same iterations in the same order. */
+ * o' = o*Ei + i runs over the same iterations in the same order. Where Eo is
+ * 1, o is 0 and any coefficient of it will do: a unit loop (a batch or
+ * group dim of 1) would otherwise stay outermost, and the parallel mark,
+ * which only the outermost loops get, would split it over one thread. */
 
-/* Whether index e is rest + b*Ei*s_o + b*i. */
+/* Whether index e is rest + b*Ei*s_o + b*i (rest + a*s_o + b*i with Eo 1). */
 static int collapsible_expr(Opt *o, ExprId e)
 {
     int64_t a, b;
     ExprId r1, r2;
     return affine(o->ex, e, o->var_o, &a, &r1) && affine(o->ex, r1, o->var_i, &b, &r2) && mul_ok(b, o->ext_i, &b) &&
-           a == b;
+           (a == b || o->ext_o == 1);
 }
 
 static int collapsible_value(Opt *o, IrRef r)
@@ -508,7 +512,7 @@ static int collapse_once(Opt *o, IrRef l)
     if ((!sym && !positive_const(o->ex, k->nodes[l].index, &eo)) || !positive_const(o->ex, k->nodes[in].index, &ei) ||
         (!sym && !mul_ok(eo, ei, &e)))
         return 0;
-    o->var_o = k->nodes[l].var, o->var_i = k->nodes[in].var, o->ext_i = ei;
+    o->var_o = k->nodes[l].var, o->var_i = k->nodes[in].var, o->ext_i = ei, o->ext_o = eo;
     size_t bytes = (size_t)k->n * (sizeof *o->memo + sizeof *o->stamp);
     void *mem = kn_alloc(o->ctx, bytes);
     if (!mem) return -1;

@@ -486,21 +486,6 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
         if (fused[v]) mat[v] = 0;
     }
     for (int i = 0; i < nouts; i++) mat[outs[i]] = 1;
-    /* reads[v]: the places v is read at, views followed to their readers
-     * (a pad read by nine window slices: nine) */
-    uint16_t *reads = arena_alloc(a, g->n * sizeof *reads);
-    if (!reads) return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
-    memset(reads, 0, g->n * sizeof *reads);
-    for (uint32_t v = g->n; v-- > 1;) {
-        const Node *n = &g->nodes[v];
-        uint32_t r = is_view((Op)n->op) && !mat[v] ? reads[v] : 1;
-        for (int s = 0; s < n->nsrc; s++) {
-            uint32_t u = n->src[s];
-            int again = 0;
-            for (int t = 0; t < s; t++) again |= n->src[t] == u;
-            if (!again) reads[u] = (uint16_t)(reads[u] + r > UINT16_MAX ? UINT16_MAX : reads[u] + r);
-        }
-    }
     /* gather reads its input at data-dependent places (lower.c), which only
      * a buffer can be; its index and scatter_add's operands are read at
      * the positions of the index (or the output), so they fuse (a token
@@ -532,6 +517,34 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
                 if (!mat[u] && (!sched_view(g, mat, u, &root, st, &off) || !sched_batch_stride(nb, g->nodes[v].shape, st, &bs)))
                     mat[u] = 1;
             }
+    /* reads[v]: the places v is read at, views followed to their readers
+     * (a pad read by nine window slices: nine), up to the buffers marked so
+     * far (a convolution's input: its windows read the buffer, not what it
+     * is computed from). Fused pointwise readers read v where they are
+     * themselves computed, one place for them all (pw[v]): relu's
+     * where(x < 0, 0, where(x == x, x, 0)) reads its x at one place, which
+     * its kernel loads once (values are interned); counted once per reader,
+     * a BatchNorm's 4-op affine before it was "read at four places"
+     * (SCHED_MANY_READS) and became a kernel and a round trip through
+     * memory of its own. */
+    uint16_t *reads = arena_alloc(a, 2 * g->n * sizeof *reads), *pw = reads + g->n;
+    if (!reads) return kn_errs(ctx, KN_ENOMEM, "out of memory scheduling");
+    memset(reads, 0, 2 * g->n * sizeof *reads);
+    for (uint32_t v = g->n; v-- > 1;) {
+        const Node *n = &g->nodes[v];
+        int fused_pw = !mat[v] && is_pointwise((Op)n->op);
+        uint32_t r = is_view((Op)n->op) && !mat[v] ? reads[v] + pw[v] : 1;
+        if (r > UINT16_MAX) r = UINT16_MAX;
+        for (int s = 0; s < n->nsrc; s++) {
+            uint32_t u = n->src[s];
+            int again = 0;
+            for (int t = 0; t < s; t++) again |= n->src[t] == u;
+            if (again) continue;
+            if (fused_pw) pw[u] = (uint16_t)(pw[u] > r ? pw[u] : r);
+            else reads[u] = (uint16_t)(reads[u] + r > UINT16_MAX ? UINT16_MAX : reads[u] + r);
+        }
+    }
+    for (uint32_t v = 1; v < g->n; v++) reads[v] = (uint16_t)(reads[v] + pw[v] > UINT16_MAX ? UINT16_MAX : reads[v] + pw[v]);
     for (uint32_t v = 1; v < g->n; v++)
         if (mat[v]) fused[v] = 0;
     /* Fused reductions that cannot stay fused, then shared expensive

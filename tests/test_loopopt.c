@@ -320,6 +320,20 @@ int main(void)
            "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
            "  for s0 in 65536 parallel\n"
            "    b0[s0] = mul(b1[s0], 2)\n");
+    /* a unit outer loop collapses whatever its coefficients (s0 is 0): the
+     * 512 rows of this transposing gather become the parallel loop, where
+     * before the loop of 1 was marked parallel, one thread's work */
+    hand(ctx,
+         "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
+         "  for s0 in 1\n"
+         "    for s1 in 512\n"
+         "      for s2 in 128\n"
+         "        b0[s0*65536+s1*128+s2] = b1[s0*7+s1+s2*512]\n",
+         &o,
+           "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
+           "  for s0 in 512 parallel\n"
+           "    for s2 in 128\n"
+           "      b0[s0*128+s2] = b1[s0+s2*512]\n");
     /* every s0 writes the same b0[s1]: neither collapsed nor parallel */
     hand(ctx,
          "kernel k(out b0 f32[256], in b1 f32[65536])\n"

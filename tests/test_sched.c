@@ -170,6 +170,17 @@ int main(void)
                    "%14 cast %15 reshape %16 expand %17 sub %18 slice %19 slice\n");
     end(ctx);
 
+    /* the same value under a relu, which reads it at one place three
+     * times (where(v < 0, 0, where(v == v, v, 0))): one kernel */
+    begin(ctx);
+    v = kn_sub(ctx, kn_mul(ctx, kn_add(ctx, kn_mul(ctx, x, kn_scalar(ctx, 3.0)), kn_scalar(ctx, 1.0)), x),
+               kn_scalar(ctx, 2.0));
+    y = kn_relu(ctx, v);
+    check_schedule(ctx, &y->node, 1, "%24 where <- %18 full %19 reshape %20 expand %2 cast %3 reshape %4 expand %6 mul "
+                   "%8 cast %9 reshape %10 expand %11 add %12 mul %14 cast %15 reshape %16 expand %17 sub %21 cmplt "
+                   "%22 cmpeq %23 where\n");
+    end(ctx);
+
     /* a pow of scalars broadcast into a larger kernel (Adam's bias
      * correction): computed once, not at each element */
     begin(ctx);
