@@ -106,6 +106,11 @@ void port_jit_free(PortModule *m);
 /* 1 if that compiler can be used here (the first call may run it once), else 0 */
 int port_jit_available(int how);
 
+/* The first line of that compiler's `--version` into line (at least 256 bytes), for
+ * flags that only some compilers take: 1, or 0 where it cannot be used here (PORT_TCC
+ * has none: 0). */
+int port_jit_version(int how, char *line);
+
 /* The path of file name in PORT_CC's cache directory (created if missing),
  * for other caches of compiled work: 1, or 0 where there is none (no such
  * directory here, or the path does not fit cap). */

@@ -800,3 +800,11 @@ int port_jit_available(int how)
     if (how != PORT_CC) return 0;
     return compiler_identity(cmd && *cmd ? cmd : "cc", ident, why);
 }
+
+int port_jit_version(int how, char *line)
+{
+    char why[256];
+    const char *cmd = getenv("KILN_CC");
+    line[0] = '\0';
+    return how == PORT_CC && compiler_identity(cmd && *cmd ? cmd : "cc", line, why);
+}

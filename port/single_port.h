@@ -57,4 +57,11 @@ int port_jit_available(int how)
     return 0;
 }
 
+int port_jit_version(int how, char *line)
+{
+    (void)how;
+    line[0] = '\0';
+    return 0;
+}
+
 #endif

@@ -291,6 +291,8 @@ static void test_cache(const char *root)
     /* no compiler: unavailable, and port_jit says which command failed */
     setenv("KILN_CC", "/nonexistent/kiln-cc", 1);
     CHECK(port_jit_available(PORT_CC) == 0);
+    char line[256] = "x";
+    CHECK(port_jit_version(PORT_CC, line) == 0 && line[0] == '\0');
     m = port_jit(PORT_CC, SRC, NULL, why);
     CHECK_MSG(!m && strstr(why, "kiln-cc"), "why: \"%s\"", why);
     unsetenv("KILN_CC");
@@ -323,11 +325,14 @@ static void test_identity(const char *root)
     setenv("KILN_CC", "cc -w", 1);
     CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1));
     CHECK(entries(dir, NULL, 0, NULL) == 1 && others(dir) == 1); /* the .so and the .id */
+    char line[256], real[256];
+    CHECK(port_jit_version(PORT_CC, real) == 1 && real[0] && !strchr(real, '\n'));
     set_id(dir, "another compiler 1.0");
     setenv("KILN_CC", "cc", 1);
     CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1));
     setenv("KILN_CC", "cc -w", 1);
     CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1));
+    CHECK(port_jit_version(PORT_CC, line) == 1 && !strcmp(line, "another compiler 1.0")); /* what flags see */
     CHECK(entries(dir, NULL, 0, NULL) == 3); /* "cc" its own; "cc -w" under the remembered line */
     set_id(dir, "two\nlines\n");
     setenv("KILN_CC", "cc", 1);
@@ -348,6 +353,8 @@ int main(void)
     char why[256] = "";
     CHECK(port_jit(0, SRC, NULL, why) == NULL && why[0]);
     CHECK(port_jit_available(0) == 0);
+    char version[256] = "x";
+    CHECK(port_jit_version(PORT_TCC, version) == 0 && version[0] == '\0'); /* in the process: no --version */
 
 #ifndef __wasi__
     char root[] = "/tmp/kiln-test-jit-XXXXXX";

@@ -47,6 +47,7 @@
 #include "../targets/c/render.h"
 
 #ifndef __wasi__
+#include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #endif
@@ -253,9 +254,9 @@ typedef void (*KernelFn)(void **);
 static void run_with(int how, const CIsa *isa, Outs *o, const Graph *g, const Schedule *s, Lowered *lk, int nk,
                      const char *src, kn_tensor **vals)
 {
-    char why[256] = "", what[160], flags[160];
+    char why[256] = "", what[160], flags[200];
     const char *cc = how == PORT_TCC ? "tcc" : isa ? isa->name : "cc";
-    if (isa) snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", isa->flags);
+    if (isa) c_cc_flags(isa, flags, sizeof flags);
     PortModule *m = port_jit(how, src, isa ? flags : NULL, why);
     if (!EXPECT(m != NULL, "%s: %s: %s", o->name, cc, why)) return;
     Buf *bufs = calloc(g->n, sizeof *bufs);
@@ -703,9 +704,9 @@ static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
                        kn_last_error(ctx));
     const Kernel *kp = &k;
     size_t len = ok ? c_render_isa(&kp, 1, isa, NULL, 0) : 0;
-    char *src = ok ? malloc(len + 1) : NULL, flags[160];
+    char *src = ok ? malloc(len + 1) : NULL, flags[200];
     if (src) c_render_isa(&kp, 1, isa, src, len + 1);
-    if (isa) snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", isa->flags);
+    if (isa) c_cc_flags(isa, flags, sizeof flags);
     PortModule *m = src ? port_jit(how, src, isa ? flags : NULL, why) : NULL;
     void *p = m ? port_jit_sym(m, k.name) : NULL;
     KernelFn fn = NULL;
@@ -721,6 +722,66 @@ static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
 }
 
 static int run_ir(int how, const char *text, void **bufs) { return run_ir_isa(how, NULL, text, bufs); }
+
+#ifndef __wasi__
+/* The "c" target's build (c_cc_flags: cc's options, with the ISA's and no FP
+ * contraction) of the SIMD dialect leaves none of the f32 math helpers out
+ * of line: in the shared object, from a fresh cache directory, no symbol of
+ * theirs (at -O2 gcc's inliner kept exp, erf and tanh out of line and
+ * their loops scalar: bench ops' gelu 14x slower). */
+static void test_inlined(const CIsa *isa)
+{
+    char flags[200], root[] = "/tmp/kiln-test-render-XXXXXX", path[512];
+    size_t n = c_cc_flags(isa, flags, sizeof flags);
+    CHECK_MSG(n < sizeof flags && strstr(flags, isa->flags) && strstr(flags, "-ffp-contract=off"), "flags: %s", flags);
+    const char *env = getenv("KILN_CACHE_DIR");
+    char *old = env ? strdup(env) : NULL;
+    if (!CHECK(mkdtemp(root) != NULL)) return;
+    setenv("KILN_CACHE_DIR", root, 1);
+    float x[100];
+    for (int i = 0; i < 100; i++) x[i] = (float)(i - 50) / 8;
+    void *bufs[6] = {x, x, x, x, x, NULL};
+    float *y = malloc(4 * sizeof x);
+    for (int j = 0; y && j < 4; j++) bufs[j + 1] = y + 100 * j;
+    if (CHECK(y != NULL))
+        CHECK(run_ir_isa(PORT_CC, isa,
+                         "kernel math(in b0 f32[100], out b1 f32[100], out b2 f32[100], out b3 f32[100], out b4 f32[100])\n"
+                         "  for s0 in 100\n    b1[s0] = add(exp(b0[s0]), exp(mul(b0[s0], 2)))\n"
+                         "    b2[s0] = add(log(b0[s0]), log(mul(b0[s0], 2)))\n    b3[s0] = add(tanh(b0[s0]), tanh(mul(b0[s0], 2)))\n"
+                         "    b4[s0] = add(erf(b0[s0]), erf(mul(b0[s0], 2)))\n",
+                         bufs));
+    free(y);
+    static const char *const helpers[] = {"kn_expf", "kn_logf", "kn_tanhf", "kn_erff", "kn_exp2f_in"};
+    DIR *d = opendir(root);
+    int objects = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        if (len > 3 && !strcmp(e->d_name + len - 3, ".so")) {
+            FILE *f = fopen(path, "rb");
+            char *bytes = f ? malloc(1 << 24) : NULL;
+            size_t got = bytes ? fread(bytes, 1, 1 << 24, f) : 0;
+            objects++;
+            CHECK_MSG(got > 0 && got < 1 << 24, "%s: %zu bytes read", path, got);
+            for (int h = 0; h < 5; h++)
+                for (size_t i = 0; i + strlen(helpers[h]) <= got; i++)
+                    if (!memcmp(bytes + i, helpers[h], strlen(helpers[h]))) {
+                        CHECK_MSG(0, "%s (%s): %s out of line, flags %s", isa->name, path, helpers[h], flags);
+                        break;
+                    }
+            free(bytes);
+            if (f) fclose(f);
+        }
+        if (e->d_name[0] != '.') remove(path);
+    }
+    if (d) closedir(d);
+    CHECK_MSG(objects == 1, "%d shared objects in %s", objects, root);
+    CHECK(rmdir(root) == 0);
+    if (old) setenv("KILN_CACHE_DIR", old, 1);
+    else unsetenv("KILN_CACHE_DIR");
+    free(old);
+}
+#endif
 
 /* The prelude's f32 exp, log, tanh and erf against libm's double value over
  * 2^22 bit patterns spread over all of f32 (every 1024th, jittered: every
@@ -1124,7 +1185,7 @@ static void test_shape_symbols(kn_ctx *ctx, int how, const CIsa *isa)
                               "    for s3 in s4096 vector(8)\n"
                               "      a0 += b1[s3*3+s2]\n"
                               "    b2[s2] = a0\n";
-    char why[256], flags[160];
+    char why[256], flags[200];
     Arena a;
     ExprTable ex;
     Kernel k;
@@ -1140,7 +1201,7 @@ static void test_shape_symbols(kn_ctx *ctx, int how, const CIsa *isa)
     size_t len = ok ? (isa ? c_render_isa(&kp, 1, isa, NULL, 0) : c_render(&kp, 1, NULL, 0)) : 0;
     char *src = len ? malloc(len + 1) : NULL;
     if (src) isa ? c_render_isa(&kp, 1, isa, src, len + 1) : c_render(&kp, 1, src, len + 1);
-    if (isa) snprintf(flags, sizeof flags, "-O3 -ffp-contract=off %s", isa->flags);
+    if (isa) c_cc_flags(isa, flags, sizeof flags);
     PortModule *m = src ? port_jit(how, src, isa ? flags : NULL, why) : NULL;
     void *sym = m ? port_jit_sym(m, "kz") : NULL;
     void (*fn)(void **) = NULL;
@@ -1186,6 +1247,9 @@ int main(void)
     if (port_jit_available(PORT_CC)) test_shape_symbols(ctx, PORT_CC, c_isa_host());
     for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_checks(how), test_loops(how), test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
+#ifndef __wasi__
+    if (port_jit_available(PORT_CC)) test_inlined(c_isa_host());
+#endif
     if (!strcmp(c_isa_host()->name, "avx512")) test_math(PORT_CC, c_isa("avx2")); /* the other x86 header */
     test_threads(PORT_TCC, NULL);
     test_threads(PORT_CC, NULL);

@@ -7,6 +7,7 @@
  * and the error cell of index checks.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "../../port/port.h"
 #include "../../src/target.h"
@@ -18,21 +19,39 @@ static int tcc_available(void) { return port_jit_available(PORT_TCC); }
 
 /* The system compiler builds code for the machine it runs on, so the ISA
  * (the SIMD dialect's macro header and cc's flags) comes from run-time CPU
- * detection, never from -march=native in the library's own build. FP
- * contraction stays off: pointwise results match the scalar dialect's bit
- * for bit. sqrtf need not set errno (-fno-math-errno; nothing reads it):
- * with errno, gcc kept every loop with a sqrtf scalar, a compare and a
- * branch per element around the call (Adam's update, 5% of the cnn's train
- * step); its result is correctly rounded either way. */
+ * detection, never from -march=native in the library's own build. */
 static size_t cc_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
 {
     return c_render_isa(ks, nk, c_isa_host(), buf, cap);
 }
 
+/* -O2, not -O3: 0.6x the compile time (cc CPU of a cold training step, gpt
+ * 5.1 -> 3.3 s, cnn 11.4 -> 6.9 s) at -O3's speed (steps and bench ops side
+ * by side, 2026-11-25), given what -O3 did that -O2 does not: the SIMD
+ * dialect's helpers are always_inline (render.c: at -O2 gcc left exp, erf
+ * and tanh out of line and their loops scalar); gcc gets -O3's vectoriser
+ * cost model back (its -O2 one vectorises only loops that need no epilogue:
+ * 1/3 of the loops of the steps stayed scalar; clang's -O2 has it, and
+ * rejects the flag); no errno from libm (a sqrtf's errno branch kept
+ * layer_norm's loop scalar, which -O3's unswitching took out). FP
+ * contraction stays off: pointwise results match the scalar dialect's bit
+ * for bit. */
+size_t c_cc_flags(const CIsa *isa, char *buf, size_t cap)
+{
+    char version[256];
+    int clang = port_jit_version(PORT_CC, version) && strstr(version, "clang");
+    int n = snprintf(buf, cap, "-O2%s -fno-math-errno -ffp-contract=off %s",
+                     clang ? "" : " -fvect-cost-model=dynamic", isa->flags);
+    return n < 0 ? 0 : (size_t)n;
+}
+
 static void *cc_load(const char *src, char *why)
 {
-    char flags[160];
-    snprintf(flags, sizeof flags, "-O3 -ffp-contract=off -fno-math-errno %s", c_isa_host()->flags);
+    char flags[200];
+    if (c_cc_flags(c_isa_host(), flags, sizeof flags) >= sizeof flags) {
+        snprintf(why, 256, "cc: its flags do not fit %d bytes", (int)sizeof flags);
+        return NULL;
+    }
     return port_jit(PORT_CC, src, flags, why);
 }
 /* the dialect and flags the host's ISA gives (cc_render, cc_load) */

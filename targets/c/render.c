@@ -145,11 +145,14 @@ static const char *const prelude[] = {
     "#include <stdint.h>\n"
     "#include <string.h>\n"
     "\n"
-    "/* helpers a kernel does not call are no warning */\n"
+    "/* helpers a kernel does not call are no warning (the SIMD dialect\n"
+    " * defines KN_HELPER first, always inlined) */\n"
+    "#ifndef KN_HELPER\n"
     "#if defined(__GNUC__) || defined(__clang__)\n"
     "#define KN_HELPER static inline __attribute__((unused))\n"
     "#else\n"
     "#define KN_HELPER static inline\n"
+    "#endif\n"
     "#endif\n"
     "\n"
     "/* index arithmetic: // is floor division, % takes the divisor's sign */\n"
@@ -534,6 +537,11 @@ static const char simd_prelude[] =
     " * through their array instead */\n"
     "#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)\n"
     "#define KN_VEC 1\n"
+    "#endif\n"
+    "/* KN_HELPER: helpers inlined whatever their size: at -O2 gcc's inliner\n"
+    " * leaves exp, erf and tanh out of line, and their loops scalar */\n"
+    "#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)\n"
+    "#define KN_HELPER static inline __attribute__((unused, always_inline))\n"
     "#endif\n";
 
 const CIsa c_isas[] = {

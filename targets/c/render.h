@@ -57,6 +57,9 @@ typedef struct {
 extern const CIsa c_isas[]; /* ends with a row of NULLs */
 const CIsa *c_isa(const char *name); /* NULL if unknown */
 const CIsa *c_isa_host(void);        /* this machine's best, by run-time CPU detection */
+/* The system compiler's options for the SIMD dialect of isa (targets/c/c.c),
+ * as snprintf: what the "c" target builds with */
+size_t c_cc_flags(const CIsa *isa, char *buf, size_t cap);
 
 /* Renders nk kernels into one unit, as snprintf: writes at most cap bytes
  * including the NUL and returns the length the whole text needs. buf may be
