@@ -1332,6 +1332,9 @@ static int gen_step(Program *p, Program *const *q, int s, const int64_t *sv, int
     for (int j = 0; j < np; j++) ks[j] = q[j]->steps[s].k;
     if (x->k && !(st->k = gen_kernel(p, ks, sv, np, why, cap))) return 1;
     if (!x->gemm) return 0;
+    if (x->gemm->bias) /* run_rt_gemm has no bias operand to hand the library's GEMM (the scheduler fuses a
+                          bias as the epilogue, so no dot of a compiled graph has one today) */
+        return snprintf(why, cap, "dot %%%u has a bias in its spec", (unsigned)x->dot), 1;
     st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
     char *name = arena_alloc(&p->arena, 24);
     st->gx = arena_alloc(&p->arena, GX_N * sizeof *st->gx);
