@@ -97,6 +97,16 @@ int expr_as_const(const ExprTable *t, ExprId e, int64_t *v)
     return 1;
 }
 
+int expr_has_sym(const ExprTable *t, ExprId e, int k)
+{
+    if (!valid(t, e)) return 0;
+    const ExprNode *x = &t->nodes[e];
+    if (x->kind == EX_SYM) return x->c == k;
+    for (int i = 0; i < x->n; i++)
+        if (expr_has_sym(t, x->args[i], k)) return 1;
+    return 0;
+}
+
 /* The first node sets up both arrays, so expr_init has nothing to fail. */
 static int table_ready(ExprTable *t)
 {

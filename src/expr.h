@@ -105,6 +105,7 @@ void expr_init(ExprTable *t, kn_ctx *ctx); /* cannot fail; memory comes on first
 void expr_free(ExprTable *t);              /* every node at once; expr_init to reuse */
 const ExprNode *expr_node(const ExprTable *t, ExprId e); /* NULL for 0 or a stranger */
 int expr_as_const(const ExprTable *t, ExprId e, int64_t *v); /* 1 and *v if constant */
+int expr_has_sym(const ExprTable *t, ExprId e, int k);         /* 1 if sk occurs in e (0 for 0) */
 
 /* ---- constructors: canonical, interned, 0 on failure ---- */
 ExprId expr_const(ExprTable *t, int64_t v);

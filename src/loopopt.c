@@ -380,16 +380,6 @@ static int rewrite(Opt *o, IrRef loop, IndexFn fx)
 
 /* ---- affine forms ---- */
 
-static int contains(const ExprTable *t, ExprId e, int v)
-{
-    const ExprNode *x = expr_node(t, e);
-    if (!x) return 0;
-    if (x->kind == EX_SYM) return x->c == v;
-    for (int i = 0; i < x->n; i++)
-        if (contains(t, x->args[i], v)) return 1;
-    return 0;
-}
-
 /* Whether value r may change with s_v: an index below it names s_v (a
  * data-dependent offset is opaque: it changes with whatever it reads at). */
 static int depends(const Kernel *k, IrRef r, int v, int depth)
@@ -397,7 +387,7 @@ static int depends(const Kernel *k, IrRef r, int v, int depth)
     const IrNode *x = &k->nodes[r];
     if (depth > IR_MAX_DEPTH) return 1;
     if ((x->kind == IR_LOAD || x->kind == IR_INDEX || x->kind == IR_RAND || x->kind == IR_CHECK) &&
-        contains(k->ex, x->index, v))
+        expr_has_sym(k->ex, x->index, v))
         return 1;
     for (int i = 0; i < ir_nsrc(x); i++)
         if (depends(k, i == 0 ? x->a : i == 1 ? x->b : x->c, v, depth + 1)) return 1;
@@ -423,14 +413,14 @@ static int affine(ExprTable *t, ExprId e, int v, int64_t *coef, ExprId *rest)
     const ExprNode *x = expr_node(t, e);
     int64_t c = 0, ci;
     if (!x) return 0;
-    if (!contains(t, e, v)) {
+    if (!expr_has_sym(t, e, v)) {
         *coef = 0, *rest = e;
         return 1;
     }
     if (!linear_term(t, e, v, &c)) {
         if (x->kind != EX_ADD) return 0;
         for (int i = 0; i < x->n; i++) {
-            if (!contains(t, x->args[i], v)) continue;
+            if (!expr_has_sym(t, x->args[i], v)) continue;
             if (c || !linear_term(t, x->args[i], v, &ci)) return 0;
             c = ci;
         }
@@ -465,7 +455,7 @@ static int collapsible_value(Opt *o, IrRef r)
     switch (x->kind) {
     case IR_LOAD: return collapsible_expr(o, x->index) && (!x->a || collapsible_value(o, x->a));
     case IR_CHECK:
-        return !contains(o->ex, x->index, o->var_o) && !contains(o->ex, x->index, o->var_i) && collapsible_value(o, x->a);
+        return !expr_has_sym(o->ex, x->index, o->var_o) && !expr_has_sym(o->ex, x->index, o->var_i) && collapsible_value(o, x->a);
     case IR_INDEX:
     case IR_RAND: return collapsible_expr(o, x->index);
     case IR_OP:
@@ -480,7 +470,7 @@ static int collapsible_block(Opt *o, IrRef s)
     for (; s; s = o->k->nodes[s].next) {
         const IrNode *x = &o->k->nodes[s];
         if (x->kind == IR_LOOP) {
-            if (contains(o->ex, x->index, o->var_o) || contains(o->ex, x->index, o->var_i) ||
+            if (expr_has_sym(o->ex, x->index, o->var_o) || expr_has_sym(o->ex, x->index, o->var_i) ||
                 !collapsible_block(o, x->child))
                 return 0;
         } else if (x->kind == IR_STORE && (!collapsible_expr(o, x->index) || (x->b && !collapsible_value(o, x->b)))) {

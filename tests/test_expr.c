@@ -183,6 +183,17 @@ static void test_eval(void)
     expr_free(&t);
 }
 
+static void test_has_sym(void)
+{
+    ExprTable t;
+    expr_init(&t, ctx);
+    CHECK(expr_has_sym(&t, P(&t, "s0*4+1"), 0) && !expr_has_sym(&t, P(&t, "s0*4+1"), 1));
+    CHECK(expr_has_sym(&t, P(&t, "max(s2,(s1+3)//s0)%7"), 1)); /* under every kind of node */
+    CHECK(!expr_has_sym(&t, P(&t, "max(s2,(s1+3)//s0)%7"), 3));
+    CHECK(!expr_has_sym(&t, P(&t, "12"), 0) && !expr_has_sym(&t, 0, 0));
+    expr_free(&t);
+}
+
 /* ---- text ---- */
 
 static void test_golden(void)
@@ -570,6 +581,7 @@ int main(void)
     test_identities();
     test_canonical();
     test_eval();
+    test_has_sym();
     test_golden();
     test_round_trip();
     test_print_cap();

@@ -1221,17 +1221,6 @@ static void put_vcombine(R *r, const IrNode *u, kn_dtype dt, int acc, const char
     else put(r->o, "%s = (a%d_vt)((a%d_ut)%s + (a%d_ut)%s);", dst, acc, acc, dst, acc, src);
 }
 
-/* Whether index e mentions s_v. */
-static int mentions(const ExprTable *t, ExprId e, int v)
-{
-    const ExprNode *x = expr_node(t, e);
-    if (!x) return 1;
-    if (x->kind == EX_SYM) return x->c == v;
-    for (int i = 0; i < x->n; i++)
-        if (mentions(t, x->args[i], v)) return 1;
-    return 0;
-}
-
 /* The load that update u of vector loop s_v adds (or maxes) in as it is:
  * its buffer holds the accumulator's own C type, no data-dependent offset,
  * and the index is s_v + terms without s_v (unit stride); else NULL. */
@@ -1247,7 +1236,7 @@ static const IrNode *direct_load(const R *r, const IrNode *u, int v)
     for (int i = 0; i < e->n; i++) {
         const ExprNode *a = expr_node(r->k->ex, e->args[i]);
         if (a && a->kind == EX_SYM && a->c == v) units++;
-        else if (mentions(r->k->ex, e->args[i], v)) return NULL;
+        else if (expr_has_sym(r->k->ex, e->args[i], v)) return NULL;
     }
     return units == 1 ? x : NULL;
 }
