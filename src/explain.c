@@ -192,7 +192,7 @@ static double value_of(kn_ctx *ctx, kn_tensor *t)
     return v;
 }
 
-static int bench_one(const char *suite, const char *name, int json, int quick)
+static int bench_one(const char *suite, const char *name, int json, int quick, const char *only_impl)
 {
     int train = !strcmp(suite, "train");
     int64_t batch = cpu_batch(name);
@@ -201,6 +201,8 @@ static int bench_one(const char *suite, const char *name, int json, int quick)
     double ref = NAN;
     int rc = 0;
     for (int b = 0; b < 3; b++) {
+        /* eager always runs: its first step's result is every backend's check */
+        if (b && only_impl && strcmp(only_impl, impls[b] + 5)) continue;
         kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 1});
         ModelCfg cfg = {0};
         Model *m = model_new(ctx, name, &cfg);
@@ -259,12 +261,21 @@ static int bench_one(const char *suite, const char *name, int json, int quick)
     return rc;
 }
 
-int bench_models(const char *suite, int json, int quick)
+int bench_models(const char *suite, int json, int quick, const char *model, const char *backend)
 {
     if (!strcmp(suite, "dispatch")) return bench_dispatch(json);
     if (strcmp(suite, "train") && strcmp(suite, "infer")) return -1;
-    int rc = 0;
     static const char *names[3] = {"mlp", "gpt", "cnn"};
-    for (int i = 0; i < 3; i++) rc |= bench_one(suite, names[i], json, quick);
+    if (model && strcmp(model, "mlp") && strcmp(model, "gpt") && strcmp(model, "cnn")) {
+        fprintf(stderr, "kiln bench: unknown --model '%s' (mlp, gpt, cnn)\n", model);
+        return 2;
+    }
+    if (backend && strcmp(backend, "c") && strcmp(backend, "tcc")) {
+        fprintf(stderr, "kiln bench: unknown --backend '%s' (c, tcc; eager always runs as the check)\n", backend);
+        return 2;
+    }
+    int rc = 0;
+    for (int i = 0; i < 3; i++)
+        if (!model || !strcmp(model, names[i])) rc |= bench_one(suite, names[i], json, quick, backend);
     return rc;
 }

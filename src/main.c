@@ -18,7 +18,8 @@ static int usage(void)
             "       kiln ops                    primitives, composites, and what each composite decomposes into\n"
             "       kiln gradcheck [--op NAME]  finite-difference gradient check of every differentiable op\n"
             "       kiln bench gemm|ops [--json] [--quick]   checked benchmarks against OpenBLAS / memcpy\n"
-            "       kiln bench train|infer|dispatch [--json] [--quick]   the workloads, eager vs compiled\n"
+            "       kiln bench train|infer|dispatch [--json] [--quick] [--model mlp|gpt|cnn] [--backend c|tcc]\n"
+            "                                   the workloads, eager vs compiled\n"
             "       kiln explain mlp|cnn|gpt        graphs, breaks, guards, decomposition, fusion, code size\n"
             "       kiln train [--model smallcnn|mlp] [--epochs 2] [--batch 64] [--lr 1e-3] [--optim adam|sgd]\n"
             "                  [--backend c|tcc|interp] [--threads 2] [--seed 0] [--data DIR] [--limit N]\n"
@@ -71,12 +72,15 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "bench") && argc > 2 && (!strcmp(argv[2], "train") || !strcmp(argv[2], "infer") ||
                                                    !strcmp(argv[2], "dispatch"))) {
         int json = 0, quick = 0;
+        const char *model = NULL, *backend = NULL;
         for (int i = 3; i < argc; i++) {
             if (!strcmp(argv[i], "--json")) json = 1;
             else if (!strcmp(argv[i], "--quick")) quick = 1;
+            else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+            else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
             else return usage();
         }
-        return bench_models(argv[2], json, quick);
+        return bench_models(argv[2], json, quick, model, backend);
     }
     if (!strcmp(argv[1], "bench")) {
         int r = bench_cli(argc, argv);

@@ -7,6 +7,8 @@
 
 int cli_train(int argc, char **argv);   /* 0, 1 on failure, 2 on bad usage */
 int cli_explain(int argc, char **argv);
-int bench_models(const char *suite, int json, int quick); /* train, infer, dispatch; -1: no such suite */
+/* train, infer, dispatch; model (mlp, gpt, cnn) and backend (c, tcc) pick one when not NULL (eager always
+ * runs: it is the check); -1: no such suite, 2: bad model or backend */
+int bench_models(const char *suite, int json, int quick, const char *model, const char *backend);
 
 #endif
