@@ -66,6 +66,9 @@ typedef struct GemmSpec {
                                  n0, n1), called on each tile of C once it is final (after bias and act) */
     int kc, mc;               /* cache blocks of K and M (a template's tunables), 0: its defaults; <= 4096 */
     GemmWindow win;           /* B as a convolution's window view (win.on), or not */
+    int bkeep;                /* 1 (B strided and the same for every batch index): the SIMD dialects also
+                                 define NAME_bpack, which packs the whole of B once into a buffer that later
+                                 calls take as b[7] instead of packing B themselves (targets/c/gemm.h) */
 } GemmSpec;
 
 /* Renders the unit for s in dialect GEMM_SCALAR or GEMM_SIMD, as snprintf:

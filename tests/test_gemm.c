@@ -322,6 +322,72 @@ static void host_case(int dt, int64_t batch, int64_t M, int64_t N, int64_t K, in
     case_free(&c);
 }
 
+typedef size_t (*Bpack)(const void *, void *);
+static int keep_runs;
+
+/* B kept packed (spec.bkeep) in dialect (GEMM_SIMD or _SIMD_HOST): NAME_bpack's copy as b[7] gives C
+ * bitwise equal to packing B in the call (b[7] NULL), with one thread and two; B overwritten after
+ * the packing must not change C (b[7] is what is read); every other ISA copy ignores b[7]. */
+static void keep_case(int dialect, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la, int lb, int bias,
+                      int act, int epi)
+{
+    Case c;
+    void *bufs[8];
+    char why[256];
+    size_t es = dt == GEMM_F32 ? 4 : 8, cbytes;
+    case_init(&c, dt, batch, M, N, K, la, lb, bias, act);
+    if (epi) case_epilogue(&c);
+    c.s.bkeep = 1;
+    cbytes = (size_t)(c.nc + 2 * GUARD) * es;
+    char *src = with_epilogue(&c, render(&c.s, dialect));
+    PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+    CHECK_MSG(m != NULL, "cc kept B: %s", src ? why : "render");
+    void *p = m ? port_jit_sym(m, "kgemm") : NULL, *q = m ? port_jit_sym(m, "kgemm_isa") : NULL;
+    void *r = m ? port_jit_sym(m, "kgemm_bpack") : NULL;
+    Kern f = NULL;
+    KernIsa fi = NULL;
+    Bpack bp = NULL;
+    if (m && CHECK(p != NULL && q != NULL && r != NULL)) {
+        memcpy(&f, &p, sizeof p), memcpy(&fi, &q, sizeof q), memcpy(&bp, &r, sizeof r);
+        size_t bytes = bp(c.B, NULL);
+        CHECK(bytes >= (size_t)(N * K) * es);
+        void *mem = malloc(bytes + 64), *Cg1 = malloc(cbytes), *B0 = malloc((size_t)c.nb * es);
+        void *kept = mem ? (char *)mem + (64 - (uintptr_t)mem % 64) % 64 : NULL;
+        if (CHECK(mem && Cg1 && B0)) {
+            memset(kept, 0xff, bytes); /* NaNs: what bpack leaves unwritten shows */
+            CHECK(bp(c.B, kept) == bytes);
+            case_bufs(&c, bufs);
+            bufs[7] = NULL;
+            f(bufs);
+            case_check(&c, "kept B: packing in the call");
+            memcpy(Cg1, c.Cg, cbytes);
+            memcpy(B0, c.B, (size_t)c.nb * es);
+            for (int64_t i = 0; i < c.nb; i++) set(c.B, dt, i, 1e30); /* b[7] is B now */
+            for (int th = 1; th <= 2; th++) {
+                KnParallel par = {port_parallel_for, th};
+                port_set_threads(th);
+                case_bufs(&c, bufs);
+                bufs[4] = &par, bufs[7] = kept;
+                f(bufs);
+                CHECK_MSG(memcmp(c.Cg, Cg1, cbytes) == 0, "kept B, %d threads, %lldx%lldx%lld batch %lld: C differs "
+                          "from packing in the call", th, (long long)M, (long long)N, (long long)K, (long long)batch);
+                keep_runs++;
+            }
+            port_set_threads(0);
+            memcpy(c.B, B0, (size_t)c.nb * es);
+            for (int isa = 0; isa < 3; isa++) { /* any copy but the one bpack packed for packs B itself */
+                case_bufs(&c, bufs);
+                bufs[7] = kept;
+                if (fi(bufs, isa) >= 0) case_check(&c, "kept B, every ISA copy");
+            }
+        }
+        free(mem), free(Cg1), free(B0);
+    }
+    port_jit_free(m);
+    free(src);
+    case_free(&c);
+}
+
 /* GEMM_RUNTIME through tcc (the unit calls the library's kn_rt_gemm): one thread, then 2 tasks through b[4]
  * (bitwise the same), then the epilogue by pointer */
 static void runtime_case(Case *c)
@@ -445,7 +511,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
 
 static void test_render_api(void)
 {
-    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}};
+    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}, 0};
     char small[16];
     size_t n = gemm_render(&s, GEMM_SIMD, NULL, 0);
     CHECK(n > 100);
@@ -458,6 +524,15 @@ static void test_render_api(void)
     s.name = "g", s.act = 7;
     CHECK(gemm_render(&s, GEMM_SCALAR, NULL, 0) == 0);
     s.act = 0;
+    s.bkeep = 1; /* B kept packed: one strided B for every batch index */
+    CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) > n);
+    s.batch = 2;
+    CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) == 0);
+    s.sb_b = 0;
+    CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) > 0);
+    s.batch = 1, s.win.on = 1;
+    CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) == 0);
+    s.win.on = 0, s.bkeep = 0, s.sb_b = 16;
     CHECK(gemm_render(&s, 9, NULL, 0) == 0);
 }
 
@@ -535,6 +610,16 @@ int main(void)
         run_case(tcc, cc, GEMM_F32, i64b, 131, i64n, i64k, 0, 0, 1, GEMM_ACT_RELU, 1);
         if (cc) host_case(GEMM_F32, i64b, 131, i64n, i64k, 1, 0, 0, GEMM_ACT_NONE, 0);
         memset(&g_win, 0, sizeof g_win);
+        if (cc) { /* B kept packed: edge panels, K blocks (even and uneven), a broadcast B, threads, epilogues */
+            keep_case(GEMM_SIMD, GEMM_F32, 1, 128, 10, 512, 0, 1, 1, GEMM_ACT_NONE, 0);
+            keep_case(GEMM_SIMD_HOST, GEMM_F32, 1, 67, 517, 600, 0, 1, 1, GEMM_ACT_RELU, 1);
+            keep_case(GEMM_SIMD_HOST, GEMM_F32, 3, 17, 40, 33, 1, 3, 0, GEMM_ACT_GELU_TANH, 0);
+            keep_case(GEMM_SIMD_HOST, GEMM_F64, 1, 65, 33, 300, 2, 0, 1, GEMM_ACT_NONE, 0);
+            g_kc = 64, g_mc = 18;
+            keep_case(GEMM_SIMD_HOST, GEMM_F32, 1, 203, 37, 300, 0, 1, 1, GEMM_ACT_RELU, 1);
+            g_kc = g_mc = 0;
+            CHECK(keep_runs == 10);
+        }
         if (cc) {
             printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
                    "%d of them with A packed once, shared\n",

@@ -291,6 +291,7 @@ typedef struct {
     ll papack, pbpack;  /* threaded scratch: one slot per task, 64-byte aligned */
     ll mp;              /* MR-row panels */
     ll sapack;          /* threaded runs pack A once, into this many elements (SHARE_COLS), or 0 */
+    ll npad;            /* N rounded up to whole NR-column panels: a K row of B kept packed (spec.bkeep) */
 } Blocks;
 
 static ll round16(ll a) { return round_up(a, 16); }
@@ -315,6 +316,7 @@ static Blocks blocks(const GemmSpec *s, const Isa *isa)
     b.pbpack = 16; /* no zero-sized arrays */
     for (ll t = 2; t <= min_ll(MAXT, b.nb); t++) b.pbpack = t * task_bpack(&b, t) > b.pbpack ? t * task_bpack(&b, t) : b.pbpack;
     b.mp = ceil_div(s->M, b.mr);
+    b.npad = b.nb * b.nr;
     b.sapack = 0;
     if ((s->batch == 1 || s->sa_b == 0) && abs_ll(s->sa_k) <= abs_ll(s->sa_m) && b.nb >= 2 &&
         b.nr * ceil_div(b.nb, 2) <= SHARE_COLS && b.mp * b.mr * s->K <= SHARE_MAX)
@@ -351,17 +353,17 @@ static void render_par(Out *o, const GemmSpec *s, const Isa *isa, const Blocks *
     put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, %s_%s_pap + i * %lld, "
            "%s_%s_pbp + i * j->slot, ",
         n, id, (ll)s->N, (ll)s->N, n, id, round16(bk->apack), n, id);
-    if (bk->sapack) put(o, "%s_%s_sap, j->eb);\n}\n", n, id);
-    else put(o, "0, j->eb);\n}\n");
-    put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const %s_par *par, void **eb)\n{\n", n,
-        id, n);
+    if (bk->sapack) put(o, "%s_%s_sap, j->bk, j->eb);\n}\n", n, id);
+    else put(o, "0, j->bk, j->eb);\n}\n");
+    put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
+           "void **eb)\n{\n", n, id, n);
     put(o, "    %s_job j;\n    ptrdiff_t cols;\n", n);
     put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", work, PAR_WORK);
     put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", min_ll(MAXT, bk->nb), min_ll(MAXT, bk->nb));
     put(o, "    if (j.tasks < 2) return 0;\n");
     put(o, "    cols = %d * ((%lld + j.tasks - 1) / j.tasks);\n", bk->nr, bk->nb);
     put(o, "    j.slot = ((cols < %lld ? cols : %lld) * %lld + 15) / 16 * 16;\n", bk->nc, bk->nc, bk->kc);
-    put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.eb = eb;\n");
+    put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.bk = bk, j.eb = eb;\n");
     if (bk->sapack) put(o, "    par->parallel_for(j.tasks, %s_%s_pack_task, &j);\n", n, id);
     put(o, "    par->parallel_for(j.tasks, %s_%s_task, &j);\n    return 1;\n}\n", n, id);
 }
@@ -436,6 +438,14 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
             (ll)s->sb_k, (ll)s->sb_n, nr, (ll)s->sb_k, nr, nr);
     }
     put(o, "    }\n}\n");
+    if (s->bkeep) {
+        /* all of B kept packed: K block pc at pc * NPAD, its panel of columns [q, q + NR) at q * kc, each
+         * laid out as pack_b lays out a block, so a column range's block is a pointer into it */
+        put(o, "#define %s_%s_BKEEP %lld\n", n, id, (ll)s->K * bk.npad);
+        put(o, "%sstatic void %s_%s_bpack(const T *B, T *d)\n{\n    ptrdiff_t pc;\n", at, n, id);
+        put(o, "    for (pc = 0; pc < %lld; pc += %lld)\n        %s_%s_pack_b(B, pc, %lld - pc < %lld ? %lld - pc : %lld, 0, "
+               "%lld, d + pc * %lld);\n}\n", (ll)s->K, bk.kc, n, id, (ll)s->K, bk.kc, (ll)s->K, bk.kc, (ll)s->N, bk.npad);
+    }
 
     /* micro-kernel: c[mr x nr] (row stride ldc) = (first ? 0 : c) + a-panel . b-panel; on last,
      * + bias[0..nr) if bias, relu if the spec says so (gelu is applied by the caller). Not
@@ -500,14 +510,16 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     put(o, "}\n");
 
     /* the column-range driver */
-    /* sa: A packed whole (NAME_<isa>_sap, filled by the pack tasks), or 0: pack each block into ap */
+    /* sa: A packed whole (NAME_<isa>_sap, filled by the pack tasks), or 0: pack each block into ap;
+     * bk: B kept packed (NAME_<isa>_bpack's layout, spec.bkeep), or 0: pack each block into bp */
     put(o, "%sstatic void %s_%s_cols(T *C, const T *A, const T *B, const T *bias, ptrdiff_t n0, ptrdiff_t n1, "
-           "T *ap, T *bp, const T *sa, void **eb)\n{\n",
+           "T *ap, T *bp, const T *sa, const T *bk, void **eb)\n{\n",
         at, n, id);
     if (!s->epilogue) put(o, "    (void)eb;\n");
     put(o, "    ptrdiff_t t, jc, pc, ic, jr, ir, i, j;\n");
     put(o, "    T tile[%d] __attribute__((aligned(64)));\n", mr * nr);
     put(o, "    (void)bias;\n");
+    if (!s->bkeep) put(o, "    (void)bk;\n");
     put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
     put(o, "        const T *At = A + t * %lld, *Bt = B + t * %lld;\n        T *Ct = C + t * %lld;\n", (ll)s->sa_b,
         (ll)s->sb_b, M * N);
@@ -516,7 +528,13 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     put(o, "            for (pc = 0; pc < %lld; pc += %lld) {\n", K, bk.kc);
     put(o, "                const ptrdiff_t kc = %lld - pc < %lld ? %lld - pc : %lld;\n", K, bk.kc, K, bk.kc);
     put(o, "                const int first = pc == 0, last = pc + kc == %lld;\n", K);
-    put(o, "                %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
+    if (s->bkeep) {
+        put(o, "                const T *bq = bk ? bk + pc * %lld + jc * kc : bp;\n", bk.npad);
+        put(o, "                if (!bk) %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
+    } else {
+        put(o, "                const T *bq = bp;\n");
+        put(o, "                %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
+    }
     put(o, "                for (ic = 0; ic < %lld; ic += %lld) {\n", M, bk.mc);
     put(o, "                    const ptrdiff_t mc = %lld - ic < %lld ? %lld - ic : %lld;\n", M, bk.mc, M, bk.mc);
     if (bk.sapack) {
@@ -531,7 +549,7 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     put(o, "                        for (ir = 0; ir < mc; ir += %d) {\n", mr);
     put(o, "                            const ptrdiff_t h = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
     put(o, "                            T *c = Ct + (ic + ir) * %lld + jc + jr;\n", N);
-    put(o, "                            const T *pa = aq + ir * kc, *pb = bp + jr * kc;\n");
+    put(o, "                            const T *pa = aq + ir * kc, *pb = bq + jr * kc;\n");
     put(o, "                            if (h == %d && w == %d) {\n", mr, nr);
     put(o, "                                %s_%s_ukr(kc, pa, pb, c, %lld, first, last, %s);\n", n, id, N,
         s->bias ? "bias + jc + jr" : "0");
@@ -593,39 +611,57 @@ static void render_simd(Out *o, const GemmSpec *s, int only)
     put_head(o, s, "simd");
     put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_par; "
            "/* KnParallel */\n", n);
-    put(o, "typedef struct { T *C; const T *A, *B, *bias; ptrdiff_t slot; int tasks; void **eb; } %s_job;\n", n);
+    put(o, "typedef struct { T *C; const T *A, *B, *bias, *bk; ptrdiff_t slot; int tasks; void **eb; } %s_job;\n", n);
     put(o, "#if defined(__x86_64__) || defined(__i386__)\n#define %s_X86 1\n", n);
     for (int i = 2; i >= 1; i--)
         if (only < 0 || only == i) render_isa(o, s, isas[i]);
     put(o, "#endif\n");
     if (only <= 0) render_isa(o, s, isas[0]);
 
-    /* NAME_isa(b, isa): runs with ISA isa (0 base, 1 avx2+fma, 2 avx512f; -1 the best there is) and
-     * returns it, or returns -1 without running when this CPU lacks it or the unit has no copy of it */
-    put(o, "\nint %s_isa(void **b, int isa)\n{\n", n);
-    put(o, "    static int best = -1;\n");
-    put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1], *B = (const T *)b[2];\n");
-    put(o, "    const T *bias = %s;\n", s->bias ? "(const T *)b[3]" : "0");
-    put(o, "    const %s_par *par = (const %s_par *)b[4];\n", n, n);
-    put(o, "    void **eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
-    put_epi(o, s);
+    /* NAME_best(): the best ISA copy this CPU runs, 0 base, 1 avx2+fma, 2 avx512f (found once) */
+    put(o, "\nstatic int %s_best(void)\n{\n    static int best = -1;\n", n);
     put(o, "    if (best < 0) {\n        int found = 0;\n#ifdef %s_X86\n", n);
     put(o, "        __builtin_cpu_init();\n"
            "        if (__builtin_cpu_supports(\"avx512f\")) found = 2;\n"
            "        else if (__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) found = 1;\n"
-           "#endif\n        best = found;\n    }\n");
-    if (only < 0) put(o, "    if (isa < 0) isa = best;\n");
+           "#endif\n        best = found;\n    }\n    return best;\n}\n");
+
+    /* NAME_isa(b, isa): runs with ISA isa (0 base, 1 avx2+fma, 2 avx512f; -1 the best there is) and
+     * returns it, or returns -1 without running when this CPU lacks it or the unit has no copy of it.
+     * b[7] (spec.bkeep) is B as NAME_bpack packed it: for the ISA NAME runs, so another is given none */
+    put(o, "\nint %s_isa(void **b, int isa)\n{\n", n);
+    put(o, "    const int best = %s_best();\n", n);
+    put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1], *B = (const T *)b[2];\n");
+    put(o, "    const T *bias = %s;\n", s->bias ? "(const T *)b[3]" : "0");
+    put(o, "    const T *bk = %s;\n", s->bkeep ? "(const T *)b[7]" : "0");
+    put(o, "    const %s_par *par = (const %s_par *)b[4];\n", n, n);
+    put(o, "    void **eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
+    put_epi(o, s);
+    if (only < 0) put(o, "    if (isa < 0) isa = best;\n    if (isa != best) bk = 0;\n");
     else put(o, "    if (isa < 0) isa = %d;\n", only);
     put(o, "    if (isa > best) return -1;\n");
     put(o, "#ifdef %s_X86\n", n);
     for (int i = 2; i >= 0; i--) {
         if (i == 0) put(o, "#endif\n");
         if (only >= 0 && only != i) continue;
-        put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, par, eb))\n"
-               "            %s_%s_cols(C, A, B, bias, 0, %lld, %s_%s_ap, %s_%s_bp, 0, eb);\n        return %d;\n    }\n",
+        put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, bk, par, eb))\n"
+               "            %s_%s_cols(C, A, B, bias, 0, %lld, %s_%s_ap, %s_%s_bp, 0, bk, eb);\n        return %d;\n    }\n",
             i, n, ids[i], n, ids[i], (ll)s->N, n, ids[i], n, ids[i], i);
     }
     put(o, "    return -1;\n}\n");
+    if (s->bkeep) { /* NAME_bpack(B, dst): the bytes B packed takes (and with dst, packs it there), or 0 */
+        put(o, "\nsize_t %s_bpack(const void *B, void *dst)\n{\n", n);
+        if (only < 0) put(o, "    const int isa = %s_best();\n", n);
+        else put(o, "    const int isa = %s_best() >= %d ? %d : -1;\n", n, only, only);
+        put(o, "#ifdef %s_X86\n", n);
+        for (int i = 2; i >= 0; i--) {
+            if (i == 0) put(o, "#endif\n");
+            if (only >= 0 && only != i) continue;
+            put(o, "    if (isa == %d) {\n        if (dst) %s_%s_bpack((const T *)B, (T *)dst);\n"
+                   "        return %s_%s_BKEEP * sizeof(T);\n    }\n", i, n, ids[i], n, ids[i]);
+        }
+        put(o, "    return 0;\n}\n");
+    }
     if (only < 0) put(o, "\nvoid %s(void **b)\n{\n    (void)%s_isa(b, -1);\n}\n", n, n);
     else /* rendered here for here: a CPU without the copy never loads this text */
         put(o, "\nvoid %s(void **b)\n{\n    if (%s_isa(b, %d) < 0) __builtin_trap();\n}\n", n, n, only);
@@ -649,6 +685,7 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
     if (s->dtype != GEMM_F32 && s->dtype != GEMM_F64) return 0;
     if (s->act < GEMM_ACT_NONE || s->act > GEMM_ACT_GELU_TANH) return 0;
     if (dialect < GEMM_SCALAR || dialect > GEMM_RUNTIME) return 0;
+    if (s->bkeep && (s->win.on || (s->batch > 1 && s->sb_b != 0))) return 0; /* B kept must be one strided B */
     if (s->win.on) { /* a window: positive sizes that match the product's K and N */
         const GemmWindow *w = &s->win;
         int64_t rows = w->c * w->kh * w->kw, cols = w->n * w->oh * w->ow;
