@@ -351,7 +351,7 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
         }
     }
     /* the program's outputs are the distinct computed ones, in order */
-    CompileOpts co = {backend_of(c->f->o.backend), c->f->o.mode};
+    CompileOpts co = {backend_of(c->f->o.backend), c->f->o.mode, 1}; /* weights come back: keep them packed */
     sg->prog = compile_graph(ctx, sg->g, uniq, nu, &co);
     if (!sg->prog) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "compile failed");
     ProgramStats st;
@@ -581,7 +581,7 @@ static int whole(const kn_tensor *t, size_t bytes)
  * program overwrites dst's old ones at its next run.
  * A step's parameters and optimizer state move so (the copy was a quarter
  * of the mlp step's instructions at batch 1). 1 if done. */
-static int take_storage(kn_tensor *dst, kn_tensor *v)
+static int take_storage(kn_ctx *ctx, kn_tensor *dst, kn_tensor *v)
 {
     size_t bytes = (size_t)tensor_numel(dst->ndim, dst->shape) * kn_dtype_size((kn_dtype)dst->dtype);
     if (dst->dtype != v->dtype || dst->ndim != v->ndim || !whole(dst, bytes) || !whole(v, bytes) || dst->st == v->st ||
@@ -590,6 +590,8 @@ static int take_storage(kn_tensor *dst, kn_tensor *v)
     void *d = dst->st->data;
     dst->st->data = v->st->data;
     v->st->data = d;
+    storage_stamp(ctx, dst->st);
+    storage_stamp(ctx, v->st);
     return 1;
 }
 
@@ -636,7 +638,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         int later = 0; /* only the last write to a tensor counts */
         for (int k = i + 1; k < e->nw && !later; k++)
             later = e->w[k].dst.kind == e->w[i].dst.kind && e->w[k].dst.a == e->w[i].dst.a;
-        if (!later && !(swappable(e, i) && take_storage(dst, staged[i]))) s = tensor_assign(ctx, dst, staged[i]);
+        if (!later && !(swappable(e, i) && take_storage(ctx, dst, staged[i]))) s = tensor_assign(ctx, dst, staged[i]);
     }
     for (int i = 0; i < e->ngs && s == KN_OK; i++) {
         kn_tensor *p = f->o.params[e->gs[i].param];
@@ -1599,7 +1601,7 @@ static DynSeg *dyn_seg(kn_fn *f, Arena *a, const Seg *const *ss, const int64_t *
         for (int i = 0; i < d->nu && !dup; i++) dup = d->uniq[i] == sg->outs[m];
         if (!dup) d->uniq[d->nu++] = sg->outs[m];
     }
-    d->co = (CompileOpts){backend_of(f->o.backend), f->o.mode};
+    d->co = (CompileOpts){backend_of(f->o.backend), f->o.mode, 1};
     d->reuse = PROGRAM_POOL; /* an evicted size's outputs must outlive its program */
     return d;
 }

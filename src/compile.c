@@ -53,6 +53,7 @@ typedef struct {
     int same;           /* a loop kernel equal to an earlier step's but for its name and the nodes its buffers
                            hold: that step, whose code it runs, else -1 */
     void *epi;          /* a dot's epilogue entry, handed to the template (so it can share a unit) */
+    void *bpack;        /* a dot whose spec keeps B packed: the unit's NAME_bpack, where it has one, else NULL */
     ExprId *gx;         /* a generic program's dot whose sizes depend on z0: batch, M, N, K, sa_b, sa_m, sa_k,
                            sb_b, sb_k, sb_n, off[0], off[1] and a convolution's window n, c, h, w, kh, kw, oh,
                            ow, sh, sw, dh, dw, ph, pw, sx_n, sx_c, sx_h, sx_w as expressions (GX_N), run
@@ -82,6 +83,7 @@ struct Program {
     double render_ns;   /* of load_kernels' time, rendering (KILN_LOGS=perf) */
     const char *src;    /* the generated source (in the arena), NULL if none */
     int from_cache;     /* made from a program cache entry */
+    int keep_packed;    /* CompileOpts.keep_packed */
     /* dynamic shapes: a generic program (compile_generic) holds kernels that read the size symbol z0 at
        run time, and no plan; an instance of it at one size (program_at) plans that size's graph and runs
        the generic program's steps and module, passing z0 */
@@ -97,6 +99,7 @@ struct Program {
     kn_tensor **pool;   /* per output i: pool[2i], pool[2i + 1], handles holding its storages */
     uint8_t *fresh;     /* per output: a handle made by this run, for the caller */
     uint8_t *older;     /* per output: the pool slot used less recently */
+    struct Packed *packed; /* per step: its B kept packed ("B kept packed", below) */
 };
 
 static size_t node_bytes(const Node *n)
@@ -216,6 +219,8 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     g.sa_m = sa[nd - 2], g.sa_k = sa[nd - 1];
     if (!g.win.on) g.sb_k = sb[nd - 2], g.sb_n = sb[nd - 1];
     if (g.M < 1 || g.N < 1 || g.K < 1) return 0;
+    /* B a graph input (a weight) read the same by every batch index: the unit may take it packed */
+    g.bkeep = p->keep_packed && !g.win.on && (g.batch == 1 || g.sb_b == 0) && p->g->nodes[st->root[1]].op == OP_INPUT;
     char *name = arena_alloc(&p->arena, 24);
     st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
     if (!name || !st->gemm) return 0;
@@ -540,7 +545,7 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
                                  (w->w - 1) * w->sx_w
                            : extent(g->batch, g->K, g->N, g->sb_b, g->sb_k, g->sb_n);
         b[2] = mem[nmem] = scratch(ctx, dt, xb, &bytes[nmem]), nmem++;
-        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL;
+        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL, b[6] = NULL, b[7] = NULL; /* B packed in the call */
         for (int i = 0; i < nmem; i++) ok = ok && mem[i];
     } else if (ok) {
         memcpy(b, eb, sizeof eb);
@@ -576,7 +581,8 @@ static int same_gemm(const GemmSpec *a, const GemmSpec *b)
     return a->dtype == b->dtype && a->batch == b->batch && a->M == b->M && a->N == b->N && a->K == b->K &&
            a->sa_b == b->sa_b && a->sa_m == b->sa_m && a->sa_k == b->sa_k && a->sb_b == b->sb_b &&
            a->sb_k == b->sb_k && a->sb_n == b->sb_n && a->bias == b->bias && a->act == b->act &&
-           !a->epilogue == !b->epilogue && a->kc == b->kc && a->mc == b->mc && !memcmp(&a->win, &b->win, sizeof a->win);
+           !a->epilogue == !b->epilogue && a->kc == b->kc && a->mc == b->mc && a->bkeep == b->bkeep &&
+           !memcmp(&a->win, &b->win, sizeof a->win);
 }
 
 static int find_entries(kn_ctx *ctx, Program *p);
@@ -713,6 +719,11 @@ static int find_entries(kn_ctx *ctx, Program *p)
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, name);
         if (st->gemm && st->k && !(st->epi = p->t->sym(p->module, st->k->name)))
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, st->k->name);
+        if (st->gemm && st->gemm->bkeep && !st->gx) { /* optional: the dialects without one pack B each call */
+            char bp[80];
+            snprintf(bp, sizeof bp, "%s_bpack", name);
+            st->bpack = p->t->sym(p->module, bp);
+        }
     }
     return 0;
 }
@@ -723,10 +734,10 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * graph skips scheduling, lowering, the loop passes, planning and rendering:
  *
  *   key    FNV-1a 64 over the entry format, port_build_id() (this build of
- *          kiln), the target's name and cache_tag, the mode, the outputs and
+ *          kiln), the target's name and cache_tag, the mode (and keep_packed), the outputs and
  *          kn_hash of every node of the graph (interned nodes are zeroed
  *          before they are filled, so their bytes are their value)
- *   entry  <cache dir>/<key>.prog: "KILNPG02", key, body size, kn_hash of
+ *   entry  <cache dir>/<key>.prog: "KILNPG03", key, body size, kn_hash of
  *          the body (little-endian u64s), then the body: the graph's node
  *          count, the plan (arena size, each node's offset), the steps (node,
  *          kind, a kernel's name and buffers, a dot's spec, window and
@@ -743,7 +754,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * warm start's instructions. Its byte order is no concern: the key holds
  * this build of kiln. */
 
-#define PCACHE_MAGIC "KILNPG02"
+#define PCACHE_MAGIC "KILNPG03"
 #define PCACHE_HEAD 32
 
 typedef struct {
@@ -831,7 +842,7 @@ static uint64_t pcache_key(kn_ctx *ctx, const Graph *g, const uint32_t *outs, in
     if (!t || !t->cache_tag || (o && o->mode == KN_MODE_MAX_AUTOTUNE) || log_on(ctx, LOG_FUSION) ||
         log_on(ctx, LOG_LOOPIR) || !(build = port_build_id()))
         return 0;
-    uint64_t h = fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8), mode = o ? (uint64_t)o->mode : 0;
+    uint64_t h = fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8), mode = o ? (uint64_t)o->mode | (uint64_t)!!o->keep_packed << 8 : 0;
     h = fnv(h, &build, sizeof build);
     h = fnv(h, t->name, strlen(t->name) + 1);
     h = fnv(h, t->cache_tag(), strlen(t->cache_tag()) + 1);
@@ -863,13 +874,13 @@ static void pc_kernel(PcOut *o, const Kernel *k)
 
 static void pc_gemm(PcOut *o, const GemmSpec *s)
 {
-    int64_t v[16] = {s->dtype, s->batch, s->M, s->N, s->K, s->sa_b, s->sa_m, s->sa_k,
-                     s->sb_b, s->sb_k, s->sb_n, s->bias, s->act, s->epilogue != NULL, s->kc, s->mc};
+    int64_t v[17] = {s->dtype, s->batch, s->M, s->N, s->K, s->sa_b, s->sa_m, s->sa_k,
+                     s->sb_b, s->sb_k, s->sb_n, s->bias, s->act, s->epilogue != NULL, s->kc, s->mc, s->bkeep};
     const GemmWindow *w = &s->win;
     int64_t win[20] = {w->on, w->t, w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow,
                        w->sh, w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
     pc_str(o, s->name);
-    for (int i = 0; i < 16; i++) pc_u64(o, (uint64_t)v[i]);
+    for (int i = 0; i < 17; i++) pc_u64(o, (uint64_t)v[i]);
     for (int i = 0; i < 20; i++) pc_u64(o, (uint64_t)win[i]);
 }
 
@@ -927,14 +938,14 @@ static int pc_read_kernel(PcIn *in, Program *p, Kernel *k)
 
 static int pc_read_gemm(PcIn *in, Program *p, GemmSpec *s, const Kernel *epi)
 {
-    int64_t v[16];
+    int64_t v[17];
     memset(s, 0, sizeof *s);
     s->name = pc_getstr(in, &p->arena, 48);
-    for (int i = 0; i < 16; i++) v[i] = (int64_t)pc_get(in);
+    for (int i = 0; i < 17; i++) v[i] = (int64_t)pc_get(in);
     s->dtype = (int)v[0], s->batch = v[1], s->M = v[2], s->N = v[3], s->K = v[4];
     s->sa_b = v[5], s->sa_m = v[6], s->sa_k = v[7], s->sb_b = v[8], s->sb_k = v[9], s->sb_n = v[10];
-    s->bias = (int)v[11], s->act = (int)v[12], s->kc = (int)v[14], s->mc = (int)v[15];
-    if (v[13] && !epi) in->bad = 1;
+    s->bias = (int)v[11], s->act = (int)v[12], s->kc = (int)v[14], s->mc = (int)v[15], s->bkeep = v[16] == 1;
+    if ((v[13] && !epi) || (v[16] != 0 && v[16] != 1)) in->bad = 1;
     s->epilogue = v[13] && epi ? epi->name : NULL;
     int64_t win[20]; /* a convolution's window: flags 0 or 1, extents and steps >= 1 */
     for (int i = 0; i < 20; i++) win[i] = (int64_t)pc_get(in);
@@ -1045,6 +1056,7 @@ static Program *program_new(kn_ctx *ctx, const Graph *g, int nouts, const Compil
     arena_init(&p->arena, ctx);
     p->t = target_of(o ? o->backend : BACKEND_C);
     if (p->t && !p->t->available()) p->t = NULL; /* falls back to the interpreter */
+    p->keep_packed = o && o->keep_packed;
     p->outs = arena_alloc(&p->arena, (size_t)(nouts ? nouts : 1) * sizeof *p->outs);
     return p;
 }
@@ -1397,6 +1409,7 @@ Program *compile_generic(kn_ctx *ctx, const Graph *const *gs, const int64_t *sv,
     for (int j = 0; j < np && !err; j++) {
         Schedule s;
         q[j] = program_new(ctx, gs[j], nouts, o);
+        if (q[j]) q[j]->keep_packed = 0; /* its instances share its steps: nothing kept per program */
         err = !q[j] || gs[j]->n != gs[0]->n || sched_build(ctx, gs[j], outs, nouts, &q[j]->arena, &s) ||
               lower_steps(ctx, q[j], &s, p->gex, 0, 1);
         if (!err && q[j]->nsteps != q[0]->nsteps)
@@ -1479,6 +1492,29 @@ Program *program_at(kn_ctx *ctx, const Program *gen, const Graph *g, int64_t z0)
  * program's own handles over one storage per output, which the next run
  * overwrites: torch.compile's CUDA-graph contract (kiln.h). */
 
+/* ---- B kept packed ----
+ * A dot packs its B into the template's column panels at every call: for
+ * a weight (kn_compile's parameters are graph inputs) the same bytes each
+ * inference call, ~17% of the mlp's. With keep_packed a step whose B is a
+ * graph input keeps one packed copy across runs (NAME_bpack, gemm.h),
+ * under a key: the storage B is in, where B starts and the storage's
+ * stamp, which every write into a storage renews (core.h: tensor_assign,
+ * so an optimizer step or kn_load; a compiled step's write-back, a swap of
+ * bytes included; a program's outputs). A storage freed and another made
+ * at the same address has a new stamp too. The copy is made at the second
+ * run in a row that sees a key, the first packs in the call as before: a
+ * training step, whose weights change at every step, never makes one, and
+ * repeated inference packs once. A storage that is not kiln's (borrowed)
+ * is never kept. The product is bitwise the same either way. */
+typedef struct Packed {
+    const Storage *st;  /* the key (st is compared, never read: it may be gone) */
+    const void *at;
+    uint64_t stamp;
+    int ready;          /* 1: the copy holds B of this key */
+    void *mem;          /* the copy's allocation, bytes + 64: the copy starts at its first 64-byte boundary */
+    size_t bytes;
+} Packed;
+
 /* The value table, interpreter views and output pool; 0 or an error. */
 static int run_init(Program *p)
 {
@@ -1489,14 +1525,16 @@ static int run_init(Program *p)
     p->pool = kn_alloc_zeroed(ctx, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
     p->fresh = kn_alloc(ctx, (size_t)p->nouts + 1);
     p->older = kn_alloc(ctx, (size_t)p->nouts + 1);
-    if (p->vals && p->view && p->pool && p->fresh && p->older) return 0;
+    p->packed = kn_alloc_zeroed(ctx, (size_t)(p->nsteps + 1) * sizeof *p->packed);
+    if (p->vals && p->view && p->pool && p->fresh && p->older && p->packed) return 0;
     /* all or nothing: the next run tries again */
     kn_dealloc(ctx, p->vals, nv * sizeof *p->vals);
     kn_dealloc(ctx, p->view, nv * sizeof *p->view);
     kn_dealloc(ctx, p->pool, (size_t)(2 * p->nouts + 1) * sizeof *p->pool);
     kn_dealloc(ctx, p->fresh, (size_t)p->nouts + 1);
     kn_dealloc(ctx, p->older, (size_t)p->nouts + 1);
-    p->vals = NULL, p->view = NULL, p->pool = NULL, p->fresh = p->older = NULL;
+    kn_dealloc(ctx, p->packed, (size_t)(p->nsteps + 1) * sizeof *p->packed);
+    p->vals = NULL, p->view = NULL, p->pool = NULL, p->fresh = p->older = NULL, p->packed = NULL;
     return kn_errs(ctx, KN_ENOMEM, "out of memory running a program");
 }
 
@@ -1556,6 +1594,36 @@ static kn_status run_rt_gemm(Program *p, const Step *st, kn_tensor **vals, void 
     return KN_OK;
 }
 
+typedef size_t (*BpackFn)(const void *B, void *dst);
+
+static void *packed_at(const Packed *k) { return (char *)k->mem + (64 - (uintptr_t)k->mem % 64) % 64; }
+
+/* Step st's B (at B) packed, or NULL: the call packs it. Out of memory is no error here: NULL. */
+static void *kept_b(Program *p, const Step *st, kn_tensor **vals, const void *B)
+{
+    const kn_tensor *t = vals[st->root[1]];
+    Packed *k = &p->packed[st - p->steps];
+    if (!st->bpack || !t || !t->st || t->st->borrowed) return NULL;
+    if (k->st != t->st || k->at != B || k->stamp != t->st->stamp) { /* a key not seen last run */
+        k->st = t->st, k->at = B, k->stamp = t->st->stamp, k->ready = 0;
+        return NULL;
+    }
+    if (k->ready) return packed_at(k);
+    BpackFn pack;
+    *(void **)&pack = st->bpack; /* object to function pointer: as dlsym's result is used */
+    size_t need = pack(B, NULL);
+    if (!need) return NULL;
+    if (need > k->bytes) {
+        kn_dealloc(p->ctx, k->mem, k->bytes ? k->bytes + 64 : 0);
+        k->bytes = (k->mem = kn_alloc(p->ctx, need + 64)) ? need : 0;
+        if (!k->mem) return NULL;
+        log_line(p->ctx, LOG_PERF, "run: %s keeps B packed, %zu bytes", st->gemm->name, need);
+    }
+    pack(B, packed_at(k));
+    k->ready = 1;
+    return packed_at(k);
+}
+
 static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
 {
     size_t es = kn_dtype_size((kn_dtype)p->g->nodes[st->node].dtype);
@@ -1567,8 +1635,9 @@ static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
     for (int b = 0; st->k && b < st->k->nbufs; b++) eb[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
     if (st->k) eb[st->k->nbufs] = &par, eb[st->k->nbufs + 1] = NULL, eb[st->k->nbufs + 2] = p->shape;
     if (st->gx) return run_rt_gemm(p, st, vals, eb);
-    void *bufs[7] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
-                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par, eb, st->epi};
+    void *bufs[8] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
+                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par, eb, st->epi, NULL};
+    if (st->bpack) bufs[7] = kept_b(p, st, vals, bufs[2]);
     p->t->run(st->fn, bufs, NULL);
     return KN_OK;
 }
@@ -1667,6 +1736,7 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
     for (int i = 0; i < p->nouts && !s && p->t; i++) {
         if (vals[p->outs[i]]) continue;
         if (!(vals[p->outs[i]] = output_of(p, i))) s = ctx->status;
+        else storage_stamp(ctx, vals[p->outs[i]]->st); /* written below: a storage kept may be one reused */
         fresh[i] = p->reuse != PROGRAM_STATIC;
     }
     for (int i = 0; i < p->nsteps && !s && p->t; i++)
@@ -1697,6 +1767,9 @@ void program_free(Program *p)
     uint32_t gn = p->g ? p->g->n : 0; /* a generic program has no graph (and runs nothing itself) */
     for (uint32_t v = 0; p->view && v < gn; v++) tensor_unhold(p->ctx, p->view[v]);
     for (int i = 0; p->pool && i < 2 * p->nouts; i++) tensor_unhold(p->ctx, p->pool[i]);
+    for (int s = 0; p->packed && s < p->nsteps; s++)
+        kn_dealloc(p->ctx, p->packed[s].mem, p->packed[s].bytes ? p->packed[s].bytes + 64 : 0);
+    kn_dealloc(p->ctx, p->packed, (size_t)(p->nsteps + 1) * sizeof *p->packed);
     kn_dealloc(p->ctx, p->vals, gn * sizeof *p->vals);
     kn_dealloc(p->ctx, p->view, gn * sizeof *p->view);
     if (p->gex) expr_free(p->gex), kn_dealloc(p->ctx, p->gex, sizeof *p->gex);

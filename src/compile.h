@@ -17,6 +17,9 @@ typedef struct {
     CompileBackend backend; /* an unavailable compiler falls back to interp */
     kn_mode mode;           /* KN_MODE_MAX_AUTOTUNE: time candidate GEMM blockings and vector widths on this
                                machine, remember the winners (KN_MODE_DEFAULT, _REDUCE_OVERHEAD: defaults) */
+    int keep_packed;        /* 1: a dot whose B is a graph input keeps B packed across runs while its storage
+                               is unchanged (compile.c, "B kept packed"): kn_compile's programs, whose weights
+                               come back call after call; not eager's one-op programs */
 } CompileOpts;
 
 typedef struct {

@@ -90,6 +90,9 @@ typedef struct {
     size_t bytes;
     int refs;
     int borrowed; /* data belongs to someone else (a program's arena): not freed here */
+    uint64_t stamp; /* changes whenever the bytes may have: a value of the context's clock, new at the storage's
+                       making and at every later write into it (storage_stamp), so a program can tell a
+                       parameter it has seen, unchanged, from one written since (compile.c, kept packed B) */
 } Storage;
 
 enum {
@@ -169,6 +172,7 @@ struct kn_ctx {
     uint64_t public_ops;     /* public op calls so far, nested ones included (kiln explain counts them) */
     kn_backend eager_backend; /* eager ops (eager.c): the interpreter, or compiled kernels */
     struct Eager *eager;     /* their kernel cache, made at the first op that needs it */
+    uint64_t clock;          /* the last Storage.stamp handed out */
 };
 
 /* ---- errors ---- */
@@ -207,6 +211,9 @@ int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what); /* -1 on 
 kn_tensor *tensor_hold(kn_ctx *ctx, const kn_tensor *t); /* a handle on no scope list, for the tape */
 kn_tensor *tensor_borrow(kn_ctx *ctx, void *data, kn_dtype dt, int ndim, const int64_t *shape); /* over memory not ours */
 void tensor_unhold(kn_ctx *ctx, kn_tensor *h);
+/* Marks st as written now (a new stamp): every write into a storage after the op that made it must,
+ * tensor_assign, a program's outputs, a swap of bytes between storages. NULL is ignored. */
+void storage_stamp(kn_ctx *ctx, Storage *st);
 /* t (just made, on the live list) becomes a handle its maker owns: off every
  * scope's list, ignored by kn_free, released with tensor_unhold. */
 kn_tensor *tensor_own(kn_ctx *ctx, kn_tensor *t);

@@ -131,6 +131,7 @@ kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
     } else if (s == KN_OK && src->st != dst->st) {
         copy_elems(dst, src, NULL);
     }
+    if (s == KN_OK) storage_stamp(ctx, dst->st);
     op_leave(ctx, saved);
     return s;
 }

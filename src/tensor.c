@@ -100,6 +100,7 @@ static kn_tensor *new_tensor(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *
     st->bytes = bytes;
     st->refs = 1;
     st->borrowed = 0;
+    storage_stamp(ctx, st);
     kn_tensor *t = new_handle(ctx, dt, ndim, shape);
     if (!t) {
         kn_dealloc(ctx, data, bytes);
@@ -168,6 +169,11 @@ int tensor_norm_dim(kn_ctx *ctx, int dim, int ndim, const char *what)
     return dim < 0 ? dim + n : dim;
 }
 
+void storage_stamp(kn_ctx *ctx, Storage *st)
+{
+    if (st) st->stamp = ++ctx->clock;
+}
+
 static void storage_release(kn_ctx *ctx, Storage *st)
 {
     if (st && --st->refs == 0) {
@@ -193,6 +199,7 @@ kn_tensor *tensor_borrow(kn_ctx *ctx, void *data, kn_dtype dt, int ndim, const i
     st->bytes = (size_t)tensor_numel(ndim, shape) * kn_dtype_size(dt);
     st->refs = 1;
     st->borrowed = 1;
+    storage_stamp(ctx, st);
     t->st = st;
     tensor_contig_strides(ndim, shape, t->stride);
     return t;

@@ -113,7 +113,7 @@ static void run_case(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *cons
     kn_tensor *y = cases[c].f(ctx, in);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {backend, KN_MODE_DEFAULT};
+    CompileOpts o = {backend, KN_MODE_DEFAULT, 0};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *ins[MAXIN * 2], *got = NULL;
     int n = 0;
@@ -148,7 +148,7 @@ static void run_threads(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *c
     kn_tensor *y = cases[c].f(ctx, in);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {backend, KN_MODE_DEFAULT};
+    CompileOpts o = {backend, KN_MODE_DEFAULT, 0};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *got[2] = {NULL, NULL};
     int ok = p != NULL;
@@ -199,7 +199,7 @@ static void index_case(kn_ctx *ctx, int scatter, kn_dtype it, CompileBackend be)
     kn_tensor *y = index_op(ctx, scatter, x, idx, src);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {be, KN_MODE_DEFAULT};
+    CompileOpts o = {be, KN_MODE_DEFAULT, 0};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *ins[MAXIN];
     int at = -1, same = 0;
@@ -283,7 +283,7 @@ static void test_autotune(kn_ctx *ctx)
         kn_tensor *y = kn_softmax(ctx, kn_gelu(ctx, kn_linear(ctx, x, w, b), 1), 1);
         Graph *g = ctx->trace;
         ctx->trace = NULL;
-        CompileOpts o = {BACKEND_C, KN_MODE_MAX_AUTOTUNE};
+        CompileOpts o = {BACKEND_C, KN_MODE_MAX_AUTOTUNE, 0};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_tensor *got = NULL;
         ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
@@ -332,7 +332,7 @@ static void test_shared_dots(kn_ctx *ctx)
         int units = 0;
         kn_set_log(ctx, count_units, &units);
         kn_set_logs(ctx, "output_code");
-        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT};
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_set_logs(ctx, "");
         kn_set_log(ctx, NULL, NULL);
@@ -382,7 +382,7 @@ static void test_shared_kernels(kn_ctx *ctx)
         int fns = 0;
         kn_set_log(ctx, count_entries, &fns);
         kn_set_logs(ctx, "output_code");
-        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT};
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
         Program *p = y[0] && y[1] && y[2] ? compile_graph(ctx, g, outs, 3, &o) : NULL;
         kn_set_logs(ctx, "");
         kn_set_log(ctx, NULL, NULL);
@@ -418,7 +418,7 @@ static void test_conv_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w)
         kn_tensor *y = kn_conv2d(ctx, x, w, NULL, &co);
         Graph *g = ctx->trace;
         ctx->trace = NULL;
-        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT};
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_tensor *got = NULL;
         int same = 0;
@@ -538,7 +538,7 @@ static int cached_pass(kn_ctx *ctx, kn_tensor *const *in, kn_tensor *want, const
     kn_tensor *y = c_cached(ctx, in);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {BACKEND_C, KN_MODE_DEFAULT};
+    CompileOpts o = {BACKEND_C, KN_MODE_DEFAULT, 0};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *got = NULL;
     ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};

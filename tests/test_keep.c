@@ -1,0 +1,245 @@
+/*
+ * test_keep.c — a compiled dot keeps its weight B packed across calls
+ * (src/compile.c, "B kept packed"): whatever changes the weight between
+ * calls, the next call must equal eager on the weight as it is then.
+ *
+ * A two-layer MLP, relu(x W1^T + b1) W2^T + b2, x (128, 600), W1 (70, 600)
+ * (K in three blocks, N in column panels with an edge, the product big
+ * enough to split over threads), W2 (10, 70), compiled on backends c and
+ * tcc. Each case calls three times with the weights unchanged (the third
+ * reads the kept copy), then changes them and calls again, twice:
+ *
+ *   optimizer  kn_optim_step writes the weights in place (tensor_assign)
+ *   step       two compiled training steps write them back (the program's
+ *              outputs moved into the weights' storages, bytes swapped: after
+ *              two steps the weights' bytes are at their old address again)
+ *   input      the weight as a kn_call input: a new tensor each time, the
+ *              old one freed first (the allocator may give the same address)
+ *   static     the weight is the output of a reduce-overhead function, whose
+ *              next call rewrites the same storage in place
+ *
+ * With backend c (where the unit has NAME_bpack) the log must show a weight
+ * kept packed, so the cases test the keeping and not its absence. Results
+ * are compared with eager on the interpreter (relative 1e-4). No timing.
+ */
+#include <stdlib.h>
+
+#include "test.h"
+
+enum { B = 128, IN = 600, HID = 70, OUT = 10 };
+
+static char logbuf[8192];
+static void sink(void *user, const char *line)
+{
+    (void)user;
+    size_t n = strlen(logbuf);
+    if (n + strlen(line) + 2 < sizeof logbuf) strcat(logbuf, line), strcat(logbuf, "\n");
+}
+
+static double max_diff(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)
+{
+    int64_t n = kn_numel(a);
+    if (!a || !b || n != kn_numel(b)) return INFINITY;
+    double *x = malloc((size_t)n * sizeof *x + 8), *y = malloc((size_t)n * sizeof *y + 8), m = 0;
+    kn_tensor *a64 = kn_to(ctx, a, KN_F64), *b64 = kn_to(ctx, b, KN_F64);
+    if (!x || !y || kn_read(ctx, a64, x, (size_t)n * 8) || kn_read(ctx, b64, y, (size_t)n * 8)) m = INFINITY;
+    for (int64_t i = 0; i < n && m != INFINITY; i++) {
+        double d = fabs(x[i] - y[i]) / (1 + fabs(y[i]));
+        if (!(d <= m)) m = isnan(d) ? INFINITY : d;
+    }
+    free(x);
+    free(y);
+    return m;
+}
+
+typedef struct {
+    kn_tensor *p[4]; /* W1, b1, W2, b2 */
+    kn_optim *opt;
+} Mlp;
+
+static kn_tensor *forward(kn_ctx *ctx, kn_tensor *const *p, kn_tensor *x)
+{
+    return kn_linear(ctx, kn_relu(ctx, kn_linear(ctx, x, p[0], p[1])), p[2], p[3]);
+}
+
+/* in[0] = x: the MLP on the parameters */
+static kn_status infer_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)nin, (void)nout;
+    out[0] = forward(ctx, ((Mlp *)user)->p, in[0]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+/* in[0] = x, in[1] = W1 (an input, not a parameter) */
+static kn_status input_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)nin, (void)nout;
+    Mlp *m = user;
+    kn_tensor *p[4] = {in[1], m->p[1], m->p[2], m->p[3]};
+    out[0] = forward(ctx, p, in[0]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+/* in[0] = x: one SGD step on sum(out^2) / B, the loss out */
+static kn_status train_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)nin, (void)nout;
+    Mlp *m = user;
+    kn_tensor *y = forward(ctx, m->p, in[0]);
+    kn_tensor *loss = kn_div(ctx, kn_sum(ctx, kn_mul(ctx, y, y), NULL, 0, 0), kn_scalar(ctx, B));
+    if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(m->opt) != KN_OK) return kn_last_status(ctx);
+    out[0] = loss;
+    return KN_OK;
+}
+
+/* in[0] = s (a scalar): W1 * s, the weight a reduce-overhead function hands out */
+static kn_status scale_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)nin, (void)nout;
+    out[0] = kn_mul(ctx, ((Mlp *)user)->p[0], in[0]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static const char *bname[2] = {"c", "tcc"};
+static const kn_backend bes[2] = {KN_BACKEND_C, KN_BACKEND_TCC};
+
+/* f on in (nin) against eager on weights w (W1; the rest the model's); what names the call */
+static void check_call(kn_ctx *ctx, kn_fn *f, Mlp *m, kn_tensor *const *in, int nin, kn_tensor *w, int bi,
+                       const char *what, int call)
+{
+    kn_scope_begin(ctx);
+    kn_tensor *out[1] = {NULL}, *p[4] = {w, m->p[1], m->p[2], m->p[3]};
+    kn_status s = kn_call(f, in, nin, out, 1);
+    CHECK_MSG(s == KN_OK, "%s %s call %d: %s", bname[bi], what, call, kn_last_error(ctx));
+    int was = kn_set_grad_enabled(ctx, 0);
+    kn_tensor *want = forward(ctx, p, in[0]);
+    kn_set_grad_enabled(ctx, was);
+    double d = s == KN_OK ? max_diff(ctx, out[0], want) : INFINITY;
+    CHECK_MSG(d < 1e-4, "%s %s call %d: compiled differs from eager by %g", bname[bi], what, call, d);
+    kn_scope_end(ctx);
+}
+
+/* three calls on the weights as they are: the third reads the kept copy */
+static void three_calls(kn_ctx *ctx, kn_fn *f, Mlp *m, kn_tensor *const *in, int nin, kn_tensor *w, int bi,
+                        const char *what)
+{
+    for (int c = 0; c < 3; c++) check_call(ctx, f, m, in, nin, w, bi, what, c);
+}
+
+/* with backend c, the log of f's calls must show a weight kept packed */
+static void check_kept(kn_fn *f, int bi, const char *what)
+{
+    kn_fn_info info;
+    CHECK(kn_fn_stats(f, &info) == KN_OK);
+    if (bi == 0 && info.backend && !strcmp(info.backend, "c"))
+        CHECK_MSG(strstr(logbuf, "keeps B packed") != NULL, "%s %s: no weight kept packed; log:\n%s", bname[bi], what,
+                  logbuf);
+    if (bi > 0 && info.backend) CHECK(!strcmp(info.backend, bname[bi]) || !strcmp(info.backend, "interp"));
+}
+
+static Mlp model(kn_ctx *ctx)
+{
+    int64_t w1[2] = {HID, IN}, w2[2] = {OUT, HID};
+    Mlp m;
+    int was = kn_set_grad_enabled(ctx, 0); /* N(0, 1 / fan_in), as a layer's init keeps its outputs O(1) */
+    m.p[0] = kn_param(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, 2, w1), kn_scalar(ctx, 1 / sqrt(IN))));
+    m.p[1] = kn_param(ctx, kn_randn(ctx, KN_F32, 1, w1));
+    m.p[2] = kn_param(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, 2, w2), kn_scalar(ctx, 1 / sqrt(HID))));
+    m.p[3] = kn_param(ctx, kn_randn(ctx, KN_F32, 1, w2));
+    kn_set_grad_enabled(ctx, was);
+    kn_sgd_opts so = {.lr = 0.002};
+    m.opt = kn_sgd(ctx, m.p, 4, &so);
+    return m;
+}
+
+/* the weights changed in place by eager optimizer steps, and by a compiled training step */
+static void case_writes(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 3});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "perf");
+    Mlp m = model(ctx);
+    int64_t xs[2] = {B, IN};
+    kn_tensor *x = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs)), *in[1] = {x};
+    kn_compile_opts o = {.backend = bes[bi], .params = m.p, .nparams = 4, .name = "infer"};
+    kn_fn *f = kn_compile(ctx, infer_body, &m, &o);
+    logbuf[0] = 0;
+    kn_set_grad_enabled(ctx, 0);
+    three_calls(ctx, f, &m, in, 1, m.p[0], bi, "unchanged");
+    check_kept(f, bi, "unchanged");
+    for (int step = 0; step < 2; step++) { /* eager: backward, then kn_optim_step writes in place */
+        kn_set_grad_enabled(ctx, 1);
+        kn_scope_begin(ctx);
+        kn_optim_zero_grad(m.opt);
+        kn_tensor *y = forward(ctx, m.p, x);
+        kn_tensor *loss = kn_div(ctx, kn_sum(ctx, kn_mul(ctx, y, y), NULL, 0, 0), kn_scalar(ctx, B));
+        CHECK(loss && kn_backward(ctx, loss, 0) == KN_OK && kn_optim_step(m.opt) == KN_OK);
+        kn_scope_end(ctx);
+        kn_set_grad_enabled(ctx, 0);
+        three_calls(ctx, f, &m, in, 1, m.p[0], bi, "after an optimizer step");
+    }
+    kn_compile_opts to = {.backend = bes[bi], .params = m.p, .nparams = 4, .name = "train"};
+    kn_fn *t = kn_compile(ctx, train_body, &m, &to);
+    for (int step = 0; step < 6; step++) { /* compiled: the step's program writes the weights back */
+        kn_set_grad_enabled(ctx, 1);
+        kn_scope_begin(ctx);
+        kn_optim_zero_grad(m.opt);
+        kn_tensor *out[1];
+        CHECK_MSG(kn_call(t, in, 1, out, 1) == KN_OK, "%s train step %d: %s", bname[bi], step, kn_last_error(ctx));
+        kn_scope_end(ctx);
+        kn_set_grad_enabled(ctx, 0);
+        /* after two steps, the weight's bytes are back where they were (two storages swap them) */
+        if (step % 2) three_calls(ctx, f, &m, in, 1, m.p[0], bi, "after two compiled steps");
+    }
+    check_kept(f, bi, "writes");
+    kn_fn_free(t);
+    kn_fn_free(f);
+    kn_optim_free(m.opt);
+    kn_ctx_free(ctx);
+}
+
+/* the weight as an input: new tensors, and the output of a reduce-overhead function rewritten in place */
+static void case_inputs(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 4});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "perf");
+    Mlp m = model(ctx);
+    int64_t xs[2] = {B, IN}, w1[2] = {HID, IN};
+    kn_tensor *x = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs));
+    kn_compile_opts o = {.backend = bes[bi], .params = m.p + 1, .nparams = 3, .name = "input"};
+    kn_fn *f = kn_compile(ctx, input_body, &m, &o);
+    logbuf[0] = 0;
+    kn_set_grad_enabled(ctx, 0);
+    kn_tensor *w = NULL;
+    for (int k = 0; k < 3; k++) { /* each weight freed before the next is made: its address may come back */
+        kn_free(ctx, w);
+        w = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, w1));
+        kn_tensor *in[2] = {x, w};
+        three_calls(ctx, f, &m, in, 2, w, bi, "a new weight");
+    }
+    check_kept(f, bi, "new weights");
+    kn_free(ctx, w);
+    kn_compile_opts so = {.backend = bes[bi], .mode = KN_MODE_REDUCE_OVERHEAD, .params = m.p, .nparams = 1,
+                          .name = "scale"};
+    kn_fn *g = kn_compile(ctx, scale_body, &m, &so);
+    for (int k = 0; k < 3; k++) { /* g's output: one storage, rewritten by each call of g */
+        kn_tensor *s = kn_scalar(ctx, 0.5 + k), *gw[1] = {NULL};
+        CHECK_MSG(kn_call(g, &s, 1, gw, 1) == KN_OK, "%s scale %d: %s", bname[bi], k, kn_last_error(ctx));
+        kn_tensor *in[2] = {x, gw[0]};
+        if (gw[0]) three_calls(ctx, f, &m, in, 2, gw[0], bi, "a weight rewritten by a reduce-overhead call");
+    }
+    kn_fn_free(g);
+    kn_fn_free(f);
+    kn_optim_free(m.opt);
+    kn_ctx_free(ctx);
+}
+
+int main(void)
+{
+    for (int bi = 0; bi < 2; bi++) {
+        case_writes(bi);
+        case_inputs(bi);
+    }
+    TEST_END("keep");
+}
