@@ -700,6 +700,16 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     return find_entries(ctx, p);
 }
 
+/* A dot that keeps B packed: its unit's NAME_bpack (unit name), where it has one (optional: the
+ * dialects without one pack B in each call) */
+static void find_bpack(Program *p, Step *st, const char *name)
+{
+    char bp[80];
+    if (!st->gemm || !st->gemm->bkeep || st->gx || !name) return;
+    snprintf(bp, sizeof bp, "%s_bpack", name);
+    st->bpack = p->t->sym(p->module, bp);
+}
+
 /* Each step's entry in the loaded module (and times a max-autotune step's candidates). */
 static int find_entries(kn_ctx *ctx, Program *p)
 {
@@ -711,6 +721,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
                                st->tune->name[i]);
         if (st->tune) {
             if (tune_step(ctx, p, st)) return ctx->status;
+            find_bpack(p, st, st->gemm ? st->gemm->name : NULL); /* the winner's */
             continue;
         }
         const char *name = st->gemm ? p->steps[st->shares < 0 ? s : st->shares].gemm->name
@@ -719,11 +730,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, name);
         if (st->gemm && st->k && !(st->epi = p->t->sym(p->module, st->k->name)))
             return kn_errs(ctx, KN_EINVAL, "backend %s: no symbol %s in the generated code", p->t->name, st->k->name);
-        if (st->gemm && st->gemm->bkeep && !st->gx) { /* optional: the dialects without one pack B each call */
-            char bp[80];
-            snprintf(bp, sizeof bp, "%s_bpack", name);
-            st->bpack = p->t->sym(p->module, bp);
-        }
+        find_bpack(p, st, name);
     }
     return 0;
 }
