@@ -232,7 +232,7 @@ static char *render(const GemmSpec *s, int dialect)
     return src;
 }
 
-static int isa_runs[3], par_runs, par_calls, shared_runs, unshared_runs;
+static int isa_runs[3], par_runs, par_calls, shared_runs, unshared_runs, row_runs;
 
 /* port_parallel_for, counted */
 static int counted_for(int n, void (*fn)(void *, int), void *arg)
@@ -247,7 +247,12 @@ static int counted_for(int n, void (*fn)(void *, int), void *arg)
 static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1, int shared)
 {
     size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
-    int big = c->s.batch * c->s.M * c->s.N * c->s.K >= (1 << 20), th;
+    /* the template's tiles (gemm.c, Isa): one NR-column block splits its MR-row panels instead, when its
+     * padded product, M x NR x K, is big enough (ROWS) */
+    static const int64_t nr32[3] = {8, 16, 32}, mr[3] = {6, 6, 8};
+    int64_t nr = nr32[isa] / (c->s.dtype == GEMM_F32 ? 1 : 2);
+    int rows = c->s.N <= nr && c->s.M > mr[isa];
+    int big = c->s.batch * c->s.M * (rows ? nr : c->s.N) * c->s.K >= (1 << 20), th;
     for (th = 2; th <= 3; th++) {
         void *bufs[7];
         KnParallel par;
@@ -265,6 +270,7 @@ static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1, int shar
                   "parallel_for calls", isa, th, (long long)(c->s.batch * c->s.M * c->s.N * c->s.K), shared,
                   par_calls - calls);
         par_runs += big;
+        row_runs += big && rows;
         if (big) *(shared ? &shared_runs : &unshared_runs) += 1;
     }
     port_set_threads(0);
@@ -606,6 +612,10 @@ int main(void)
         run_case(tcc, cc, GEMM_F32, 1, 203, 37, 300, 2, 1, 1, GEMM_ACT_GELU_TANH, 0);
         g_kc = g_mc = 0;
         run_case(tcc, cc, GEMM_F64, 1, 75, 29, 500, 0, 1, 1, GEMM_ACT_NONE, 0);
+        /* one column block (N <= NR): the tasks split the rows (ROWS), edge row panels, K blocks, epilogues */
+        run_case(tcc, cc, GEMM_F32, 1, 203, 10, 600, 0, 1, 1, GEMM_ACT_RELU, 1);
+        run_case(tcc, cc, GEMM_F32, 1, 128, 10, 512, 1, 0, 1, GEMM_ACT_NONE, 0);
+        run_case(tcc, cc, GEMM_F64, 2, 61, 3, 3000, 2, 3, 0, GEMM_ACT_GELU_TANH, 0);
         win_geometry(0, 2, 1, 19, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, &i64b, &i64n, &i64k);
         run_case(tcc, cc, GEMM_F32, i64b, 131, i64n, i64k, 0, 0, 1, GEMM_ACT_RELU, 1);
         if (cc) host_case(GEMM_F32, i64b, 131, i64n, i64k, 1, 0, 0, GEMM_ACT_NONE, 0);
@@ -622,9 +632,9 @@ int main(void)
         }
         if (cc) {
             printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
-                   "%d of them with A packed once, shared\n",
-                   isa_runs[0], isa_runs[1], isa_runs[2], par_runs, shared_runs);
-            CHECK(shared_runs > 0 && unshared_runs > 0); /* both threaded paths ran */
+                   "%d of them with A packed once, shared, %d by rows\n",
+                   isa_runs[0], isa_runs[1], isa_runs[2], par_runs, shared_runs, row_runs);
+            CHECK(shared_runs > 0 && unshared_runs > 0 && row_runs > 0); /* every threaded path ran */
         }
     }
     TEST_END("gemm");

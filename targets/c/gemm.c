@@ -283,6 +283,11 @@ enum { MAXT = 16 };
 enum { SHARE_COLS = 256 };
 #define SHARE_MAX (1LL << 24)
 
+/* ROWS: a product of one NR-column block (N <= NR: a classifier's last layer, 512 -> 10) has no
+ * columns to split, and ran on one thread: the mlp's 10 columns padded to 32 took ~4% of its
+ * one-thread time, ~8% of its wall time on 2 threads. There the tasks split the MR-row panels
+ * instead, each packing its own A and all of B (NR columns), when the padded product (M x NR x K, the
+ * work the tiles do) is at least PAR_WORK. As a column split, bitwise the one-thread result. */
 typedef struct {
     int lanes, mr, nr;
     ll kc, mc, nc;      /* balanced, shrunk blocks */
@@ -292,6 +297,7 @@ typedef struct {
     ll mp;              /* MR-row panels */
     ll sapack;          /* threaded runs pack A once, into this many elements (SHARE_COLS), or 0 */
     ll npad;            /* N rounded up to whole NR-column panels: a K row of B kept packed (spec.bkeep) */
+    ll rt;              /* one column block: threaded runs split the rows into at most rt tasks (ROWS), or 0 */
 } Blocks;
 
 static ll round16(ll a) { return round_up(a, 16); }
@@ -317,6 +323,11 @@ static Blocks blocks(const GemmSpec *s, const Isa *isa)
     for (ll t = 2; t <= min_ll(MAXT, b.nb); t++) b.pbpack = t * task_bpack(&b, t) > b.pbpack ? t * task_bpack(&b, t) : b.pbpack;
     b.mp = ceil_div(s->M, b.mr);
     b.npad = b.nb * b.nr;
+    b.rt = b.nb == 1 && b.mp >= 2 ? min_ll(MAXT, b.mp) : 0;
+    if (b.rt) { /* each row task packs its own A blocks and all of B's one block */
+        b.papack = round16(b.apack) * b.rt;
+        b.pbpack = round16(b.bpack) * b.rt;
+    }
     b.sapack = 0;
     if ((s->batch == 1 || s->sa_b == 0) && abs_ll(s->sa_k) <= abs_ll(s->sa_m) && b.nb >= 2 &&
         b.nr * ceil_div(b.nb, 2) <= SHARE_COLS && b.mp * b.mr * s->K <= SHARE_MAX)
@@ -346,13 +357,31 @@ static void render_par(Out *o, const GemmSpec *s, const Isa *isa, const Blocks *
         put(o, "        %s_%s_pack_a(j->A, r0, r1 - r0, pc, kc, %s_%s_sap + pc * %lld + r0 * kc);\n    }\n}\n", n, id, n,
             id, bk->mp * bk->mr);
     }
+    if (bk->rt) { /* one column block: task i computes the row panels [i mp / tasks, (i+1) mp / tasks) (ROWS) */
+        ll padwork = (ll)s->batch * s->M * bk->npad * s->K;
+        put(o, "%sstatic void %s_%s_rtask(void *arg, int i)\n{\n", at, n, id);
+        put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
+        put(o, "    ptrdiff_t m0 = %d * (i * (ptrdiff_t)%lld / j->tasks), m1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n",
+            bk->mr, bk->mp, bk->mr, bk->mp);
+        put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, 0, %lld, m0, m1 < %lld ? m1 : %lld, %s_%s_pap + i * %lld, "
+               "%s_%s_pbp + i * %lld, 0, j->bk, j->eb);\n}\n",
+            n, id, (ll)s->N, (ll)s->M, (ll)s->M, n, id, round16(bk->apack), n, id, round16(bk->bpack));
+        put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
+               "void **eb)\n{\n", n, id, n);
+        put(o, "    %s_job j;\n", n);
+        put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", padwork, PAR_WORK);
+        put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", bk->rt, bk->rt);
+        put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.bk = bk, j.eb = eb, j.slot = 0;\n");
+        put(o, "    par->parallel_for(j.tasks, %s_%s_rtask, &j);\n    return 1;\n}\n", n, id);
+        return;
+    }
     put(o, "%sstatic void %s_%s_task(void *arg, int i)\n{\n", at, n, id);
     put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
     put(o, "    ptrdiff_t n0 = %d * (i * (ptrdiff_t)%lld / j->tasks), n1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n",
         bk->nr, bk->nb, bk->nr, bk->nb);
-    put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, %s_%s_pap + i * %lld, "
+    put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, 0, %lld, %s_%s_pap + i * %lld, "
            "%s_%s_pbp + i * j->slot, ",
-        n, id, (ll)s->N, (ll)s->N, n, id, round16(bk->apack), n, id);
+        n, id, (ll)s->N, (ll)s->N, (ll)s->M, n, id, round16(bk->apack), n, id);
     if (bk->sapack) put(o, "%s_%s_sap, j->bk, j->eb);\n}\n", n, id);
     else put(o, "0, j->bk, j->eb);\n}\n");
     put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
@@ -513,7 +542,7 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     /* sa: A packed whole (NAME_<isa>_sap, filled by the pack tasks), or 0: pack each block into ap;
      * bk: B kept packed (NAME_<isa>_bpack's layout, spec.bkeep), or 0: pack each block into bp */
     put(o, "%sstatic void %s_%s_cols(T *C, const T *A, const T *B, const T *bias, ptrdiff_t n0, ptrdiff_t n1, "
-           "T *ap, T *bp, const T *sa, const T *bk, void **eb)\n{\n",
+           "ptrdiff_t m0, ptrdiff_t m1, T *ap, T *bp, const T *sa, const T *bk, void **eb)\n{\n",
         at, n, id);
     if (!s->epilogue) put(o, "    (void)eb;\n");
     put(o, "    ptrdiff_t t, jc, pc, ic, jr, ir, i, j;\n");
@@ -535,8 +564,8 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
         put(o, "                const T *bq = bp;\n");
         put(o, "                %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
     }
-    put(o, "                for (ic = 0; ic < %lld; ic += %lld) {\n", M, bk.mc);
-    put(o, "                    const ptrdiff_t mc = %lld - ic < %lld ? %lld - ic : %lld;\n", M, bk.mc, M, bk.mc);
+    put(o, "                for (ic = m0; ic < m1; ic += %lld) {\n", bk.mc);
+    put(o, "                    const ptrdiff_t mc = m1 - ic < %lld ? m1 - ic : %lld;\n", bk.mc, bk.mc);
     if (bk.sapack) {
         put(o, "                    const T *aq = sa ? sa + pc * %lld + ic * kc : ap;\n", bk.mp * bk.mr);
         put(o, "                    if (!sa) %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
@@ -645,8 +674,9 @@ static void render_simd(Out *o, const GemmSpec *s, int only)
         if (i == 0) put(o, "#endif\n");
         if (only >= 0 && only != i) continue;
         put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, bk, par, eb))\n"
-               "            %s_%s_cols(C, A, B, bias, 0, %lld, %s_%s_ap, %s_%s_bp, 0, bk, eb);\n        return %d;\n    }\n",
-            i, n, ids[i], n, ids[i], (ll)s->N, n, ids[i], n, ids[i], i);
+               "            %s_%s_cols(C, A, B, bias, 0, %lld, 0, %lld, %s_%s_ap, %s_%s_bp, 0, bk, eb);\n"
+               "        return %d;\n    }\n",
+            i, n, ids[i], n, ids[i], (ll)s->N, (ll)s->M, n, ids[i], n, ids[i], i);
     }
     put(o, "    return -1;\n}\n");
     if (s->bkeep) { /* NAME_bpack(B, dst): the bytes B packed takes (and with dst, packs it there), or 0 */

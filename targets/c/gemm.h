@@ -74,7 +74,9 @@
  *   * K >= 2^20, the NR-column blocks are split into min(threads, 16,
  *   blocks) runs, one task each, run through b[4]->parallel_for; each task
  *   has its own slot of a second static scratch (NAME_<isa>_pap / _pbp,
- *   sized at render time for the worst split, untouched until used). When
+ *   sized at render time for the worst split, untouched until used). With
+ *   one column block (N <= NR) the MR-row panels are split instead, into
+ *   min(threads, 16, panels) tasks, when batch * M * NR * K >= 2^20. When
  *   a task of a 2-task split would get at most 256 columns (and A is the
  *   same for every batch index, its rows along K), a first parallel_for packs all of A, once,
  *   into a static buffer the tasks then share (NAME_<isa>_sap: each task a
