@@ -849,7 +849,8 @@ static uint64_t pcache_key(kn_ctx *ctx, const Graph *g, const uint32_t *outs, in
     if (!t || !t->cache_tag || (o && o->mode == KN_MODE_MAX_AUTOTUNE) || log_on(ctx, LOG_FUSION) ||
         log_on(ctx, LOG_LOOPIR) || !(build = port_build_id()))
         return 0;
-    uint64_t h = fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8), mode = o ? (uint64_t)o->mode | (uint64_t)!!o->keep_packed << 8 : 0;
+    uint64_t h = fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8);
+    uint64_t mode = o ? (uint64_t)o->mode | (uint64_t)!!o->keep_packed << 8 : 0;
     h = fnv(h, &build, sizeof build);
     h = fnv(h, t->name, strlen(t->name) + 1);
     h = fnv(h, t->cache_tag(), strlen(t->cache_tag()) + 1);

@@ -422,7 +422,8 @@ static Entry *compile(kn_ctx *ctx, Eager *e, const Key *key, uint32_t h, const B
     describe(key, odt, ond, osh, what, sizeof what);
     uint64_t t0 = port_now_ns();
     uint32_t out = 0;
-    CompileOpts o = {e->backend == KN_BACKEND_C ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0}; /* keep_packed 0: an op's weight rarely comes back to the same program */
+    /* keep_packed 0: one op's program sees every layer's weight of its shape in turn, so rarely the same twice */
+    CompileOpts o = {e->backend == KN_BACKEND_C ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
     x->g = build(ctx, key, bind, odt, ond, osh, &out);
     x->prog = x->g ? compile_graph(ctx, x->g, &out, 1, &o) : NULL;
     e->st.compiles++;

@@ -361,8 +361,8 @@ static void render_par(Out *o, const GemmSpec *s, const Isa *isa, const Blocks *
         ll padwork = (ll)s->batch * s->M * bk->npad * s->K;
         put(o, "%sstatic void %s_%s_rtask(void *arg, int i)\n{\n", at, n, id);
         put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
-        put(o, "    ptrdiff_t m0 = %d * (i * (ptrdiff_t)%lld / j->tasks), m1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n",
-            bk->mr, bk->mp, bk->mr, bk->mp);
+        put(o, "    ptrdiff_t m0 = %d * (i * (ptrdiff_t)%lld / j->tasks), "
+               "m1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n", bk->mr, bk->mp, bk->mr, bk->mp);
         put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, 0, %lld, m0, m1 < %lld ? m1 : %lld, %s_%s_pap + i * %lld, "
                "%s_%s_pbp + i * %lld, 0, j->bk, j->eb);\n}\n",
             n, id, (ll)s->N, (ll)s->M, (ll)s->M, n, id, round16(bk->apack), n, id, round16(bk->bpack));
@@ -472,8 +472,9 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
          * laid out as pack_b lays out a block, so a column range's block is a pointer into it */
         put(o, "#define %s_%s_BKEEP %lld\n", n, id, (ll)s->K * bk.npad);
         put(o, "%sstatic void %s_%s_bpack(const T *B, T *d)\n{\n    ptrdiff_t pc;\n", at, n, id);
-        put(o, "    for (pc = 0; pc < %lld; pc += %lld)\n        %s_%s_pack_b(B, pc, %lld - pc < %lld ? %lld - pc : %lld, 0, "
-               "%lld, d + pc * %lld);\n}\n", (ll)s->K, bk.kc, n, id, (ll)s->K, bk.kc, (ll)s->K, bk.kc, (ll)s->N, bk.npad);
+        put(o, "    for (pc = 0; pc < %lld; pc += %lld)\n", (ll)s->K, bk.kc);
+        put(o, "        %s_%s_pack_b(B, pc, %lld - pc < %lld ? %lld - pc : %lld, 0, %lld, d + pc * %lld);\n}\n", n, id,
+            (ll)s->K, bk.kc, (ll)s->K, bk.kc, (ll)s->N, bk.npad);
     }
 
     /* micro-kernel: c[mr x nr] (row stride ldc) = (first ? 0 : c) + a-panel . b-panel; on last,
