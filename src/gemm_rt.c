@@ -47,8 +47,8 @@ enum { MC = 96, NC = 256, KC32 = 256, KC64 = 128, STACK_DOUBLES = (MC + NC) * KC
 typedef struct Kit {
     int mr, nr;
     size_t es;
-    /* tile (mr x nr, row-major) = a-panel (kc x mr) . b-panel (kc x nr) */
-    void (*ukr)(Ix kc, const void *a, const void *b, void *tile);
+    /* c (mr x nr, row stride ldc) = a-panel (kc x mr) . b-panel (kc x nr), added to c's own if add */
+    void (*ukr)(Ix kc, const void *a, const void *b, void *c, Ix ldc, int add);
     /* rows [i0, i0+h) and k [p0, p0+kc) of A into mr-row panels: ap[p*kc + k*mr + i] */
     void (*pack_a)(const KnRtGemm *g, const void *A, Ix i0, Ix h, Ix p0, Ix kc, int mr, void *ap);
     /* k [p0, p0+kc) and columns [j0, j0+w) of B into nr-column panels: bp[q*kc + k*nr + j] */
@@ -56,6 +56,8 @@ typedef struct Kit {
     /* the valid h x w of a tile into C (row stride ldc): see merge_* */
     void (*merge)(const void *tile, int nr, void *c, Ix ldc, int h, int w, int first, int last, const void *bias,
                   int act);
+    /* bias and activation on h x w of C in place (what merge does on the last K block) */
+    void (*finish)(void *c, Ix ldc, int h, int w, const void *bias, int act);
 } Kit;
 
 #define MADD(x, y, z) ((z) + (x) * (y))
@@ -122,10 +124,10 @@ static Ix winrun_next(WinRun *u, Ix max, Ix *lo, Ix *hi, const void **src)
 #define UNROLL_ROWS
 #endif
 #define DEFINE_UKR(NAME, ATTR, T, MR, NR, MUL_ADD)                                                                     \
-    ATTR static void NAME(Ix kc, const void *pa, const void *pb, void *pt)                                             \
+    ATTR static void NAME(Ix kc, const void *pa, const void *pb, void *pc, Ix ldc, int add)                            \
     {                                                                                                                  \
         const T *restrict a = pa, *restrict b = pb;                                                                    \
-        T *restrict t = pt;                                                                                            \
+        T *restrict c = pc;                                                                                            \
         T acc[MR][NR];                                                                                                 \
         Ix k;                                                                                                          \
         int i, j;                                                                                                      \
@@ -135,8 +137,12 @@ static Ix winrun_next(WinRun *u, Ix max, Ix *lo, Ix *hi, const void **src)
             UNROLL_ROWS for (i = 0; i < MR; i++)                                                                       \
                 for (j = 0; j < NR; j++) acc[i][j] = MUL_ADD(a[i], b[j], acc[i][j]);                                   \
         }                                                                                                              \
-        for (i = 0; i < MR; i++)                                                                                       \
-            for (j = 0; j < NR; j++) t[i * NR + j] = acc[i][j];                                                        \
+        if (add)                                                                                                       \
+            for (i = 0; i < MR; i++)                                                                                   \
+                for (j = 0; j < NR; j++) c[i * ldc + j] += acc[i][j];                                                  \
+        else                                                                                                           \
+            for (i = 0; i < MR; i++)                                                                                   \
+                for (j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];                                                   \
     }
 
 /* Packing reads along whichever of the operand's two strides is the
@@ -241,6 +247,10 @@ static Ix winrun_next(WinRun *u, Ix max, Ix *lo, Ix *hi, const void **src)
                 }                                                                                                      \
                 c[j] = x;                                                                                              \
             }                                                                                                          \
+    }                                                                                                                  \
+    static void finish_##SFX(void *pc, Ix ldc, int h, int w, const void *pbias, int act)                               \
+    {                                                                                                                  \
+        merge_##SFX(pc, (int)ldc, pc, ldc, h, w, 1, 1, pbias, act);                                                    \
     }
 
 DEFINE_TYPED(float, f32, tanhf)
@@ -250,8 +260,8 @@ DEFINE_TYPED(double, f64, tanh)
 DEFINE_UKR(ukr_f32_base, , float, 4, 8, MADD)
 DEFINE_UKR(ukr_f64_base, , double, 4, 4, MADD)
 static const Kit kit_base[2] = {
-    {4, 8, 4, ukr_f32_base, pack_a_f32, pack_b_f32, merge_f32},
-    {4, 4, 8, ukr_f64_base, pack_a_f64, pack_b_f64, merge_f64},
+    {4, 8, 4, ukr_f32_base, pack_a_f32, pack_b_f32, merge_f32, finish_f32},
+    {4, 4, 8, ukr_f64_base, pack_a_f64, pack_b_f64, merge_f64, finish_f64},
 };
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__TINYC__)
@@ -261,8 +271,8 @@ static const Kit kit_base[2] = {
 DEFINE_UKR(ukr_f32_avx2, AVX2, float, 6, 16, MADD)
 DEFINE_UKR(ukr_f64_avx2, AVX2, double, 6, 8, MADD)
 static const Kit kit_avx2[2] = {
-    {6, 16, 4, ukr_f32_avx2, pack_a_f32, pack_b_f32, merge_f32},
-    {6, 8, 8, ukr_f64_avx2, pack_a_f64, pack_b_f64, merge_f64},
+    {6, 16, 4, ukr_f32_avx2, pack_a_f32, pack_b_f32, merge_f32, finish_f32},
+    {6, 8, 8, ukr_f64_avx2, pack_a_f64, pack_b_f64, merge_f64, finish_f64},
 };
 #endif
 
@@ -335,10 +345,17 @@ static void run_rect(const Plan *p, Ix m0, Ix m1, Ix n0, Ix n1, char *ap, char *
                     kt->pack_a(g, A, ic, h, pc, kb, (int)mr, ap);
                     for (Ix jr = 0; jr < w; jr += nr)
                         for (Ix ir = 0; ir < h; ir += mr) {
-                            kt->ukr(kb, ap + (size_t)(ir * kb) * es, bp + (size_t)(jr * kb) * es, tile);
-                            kt->merge(tile, (int)nr, C + (size_t)((ic + ir) * N + jc + jr) * es, N,
-                                      (int)min_ix(mr, h - ir), (int)min_ix(nr, w - jr), pc == 0, pc + kb == K,
-                                      g->bias ? (const char *)g->bias + (size_t)(jc + jr) * es : NULL, g->act);
+                            const char *a = ap + (size_t)(ir * kb) * es, *b = bp + (size_t)(jr * kb) * es;
+                            const void *bias = g->bias ? (const char *)g->bias + (size_t)(jc + jr) * es : NULL;
+                            char *c = C + (size_t)((ic + ir) * N + jc + jr) * es;
+                            int th = (int)min_ix(mr, h - ir), tw = (int)min_ix(nr, w - jr), last = pc + kb == K;
+                            if (th < mr || tw < nr) { /* an edge: the tile, then its valid part */
+                                kt->ukr(kb, a, b, tile, nr, 0);
+                                kt->merge(tile, (int)nr, c, N, th, tw, pc == 0, last, bias, g->act);
+                                continue;
+                            }
+                            kt->ukr(kb, a, b, c, N, pc != 0);
+                            if (last && (bias || g->act)) kt->finish(c, N, th, tw, bias, g->act);
                         }
                 }
             }
