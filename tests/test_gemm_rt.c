@@ -7,7 +7,8 @@
  * |bias| (the classical bound, u the unit roundoff) plus a few ulp for the
  * activation. Guard values either side of C must survive, C's old contents
  * must not leak in. Scratch from work or from the stack, one thread or 2
- * and 3 tasks: bitwise the same C. The interpreter's dot, which runs it,
+ * and 3 tasks: bitwise the same C. Each copy of the micro-kernel the CPU
+ * has (kn_rt_gemm_cap). The interpreter's dot, which runs it,
  * on views (broadcast, permuted and transposed operands) too.
  */
 #include <stdlib.h>
@@ -159,11 +160,12 @@ static void test_shapes(void)
             }
 }
 
-/* squares and edges of the f32 tiles (4 x 8, 6 x 16) and blocks (KC 256, 128, MC 96, NC 256) */
+/* squares and edges of the f32 tiles (4 x 8, 6 x 16, 8 x 32) and blocks (KC 256, 128, MC 96, NC 256) */
 static void test_edges(void)
 {
     static const int64_t e[][3] = {{1, 1, 1}, {6, 16, 1}, {7, 17, 255}, {95, 257, 256}, {97, 255, 257},
-                                   {96, 256, 513}, {13, 300, 129}, {200, 9, 300}};
+                                   {96, 256, 513}, {13, 300, 129}, {200, 9, 300}, {8, 32, 3}, {9, 33, 65},
+                                   {64, 96, 200}, {65, 63, 17}};
     for (int dt = GEMM_F32; dt <= GEMM_F64; dt++)
         for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
             for (int act = 0; act < 3; act++) {
@@ -350,11 +352,14 @@ static void test_windows(void)
 
 int main(void)
 {
-    test_shapes();
-    test_edges();
-    test_same_bits();
+    for (int cap = 0; cap <= 2; cap++) { /* each copy of the micro-kernel this CPU has (the rest: the best below) */
+        kn_rt_gemm_cap(cap);
+        test_shapes();
+        test_edges();
+        test_same_bits();
+        test_windows();
+    }
     test_small_work();
     test_interp();
-    test_windows();
     TEST_END("gemm_rt");
 }
