@@ -186,8 +186,8 @@ static Ix winrun_next(WinRun *u, Ix max, Ix *lo, Ix *hi, const void **src)
                     seg = winrun_next(&u, min_ix(w - e, nr - e % nr), &lo, &hi, &sv);                                  \
                     const T *src = sv;                                                                                 \
                     for (i = 0; i < lo; i++) o[i] = 0;                                                                 \
-                    if (step == 1)                                                                                     \
-                        for (; i < hi; i++) o[i] = src[i - lo];                                                        \
+                    if (step == 1 && hi > lo) /* a call, for gcc -O2 copies no unknown-length loop by vector */        \
+                        memcpy(o + lo, src, (size_t)(hi - lo) * sizeof(T)), i = hi;                                    \
                     else                                                                                               \
                         for (; i < hi; i++) o[i] = src[(i - lo) * step];                                               \
                     for (; i < seg; i++) o[i] = 0;                                                                     \
