@@ -58,5 +58,9 @@ typedef struct KnRtGemm {
 /* bytes of work that g (with its threads) uses, 64 of them for alignment */
 size_t kn_rt_gemm_work(const KnRtGemm *g);
 void kn_rt_gemm(const KnRtGemm *g);
+/* For tests: the best copy of the micro-kernel calls may pick, 0 the baseline, 1 AVX2, 2 AVX-512 (the
+ * default; a copy the CPU lacks is never picked); returns the cap before. Not for concurrent use with
+ * calls: it is the one static the GEMM reads. */
+int kn_rt_gemm_cap(int cap);
 
 #endif

@@ -7,7 +7,8 @@
  * |bias| (the classical bound, u the unit roundoff) plus a few ulp for the
  * activation. Guard values either side of C must survive, C's old contents
  * must not leak in. Scratch from work or from the stack, one thread or 2
- * and 3 tasks: bitwise the same C. The interpreter's dot, which runs it,
+ * and 3 tasks: bitwise the same C. Each copy of the micro-kernel the CPU
+ * has (kn_rt_gemm_cap). The interpreter's dot, which runs it,
  * on views (broadcast, permuted and transposed operands) too.
  */
 #include <stdlib.h>
@@ -63,6 +64,8 @@ typedef struct {
     size_t es;
 } Case;
 
+static void case_ref(Case *c);
+
 static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la, int lb, int bias, int act)
 {
     KnRtGemm *g = &c->g;
@@ -81,6 +84,17 @@ static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int6
     for (int64_t i = 0; i < na; i++) set(c->A, dt, i, rnd());
     for (int64_t i = 0; i < nb; i++) set(c->B, dt, i, rnd());
     for (int64_t i = 0; bias && i < N; i++) set(c->bias, dt, i, rnd());
+    g->A = c->A, g->B = c->B, g->bias = c->bias;
+    g->C = (char *)c->Cg + GUARD * c->es;
+    case_ref(c);
+}
+
+/* the reference C of the case's A, B and bias */
+static void case_ref(Case *c)
+{
+    const KnRtGemm *g = &c->g;
+    int dt = g->dtype, act = g->act;
+    int64_t batch = g->batch, M = g->M, N = g->N, K = g->K;
     for (int64_t t = 0; t < batch; t++)
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < N; n++) {
@@ -90,12 +104,10 @@ static void case_init(Case *c, int dt, int64_t batch, int64_t M, int64_t N, int6
                                get(c->B, dt, t * g->sb_b + k * g->sb_k + n * g->sb_n);
                     acc += p, mag += fabs(p);
                 }
-                if (bias) acc += get(c->bias, dt, n), mag += fabs(get(c->bias, dt, n));
+                if (c->bias) acc += get(c->bias, dt, n), mag += fabs(get(c->bias, dt, n));
                 c->ref[(t * M + m) * N + n] = act_ref(act, acc);
                 c->mag[(t * M + m) * N + n] = mag;
             }
-    g->A = c->A, g->B = c->B, g->bias = c->bias;
-    g->C = (char *)c->Cg + GUARD * c->es;
 }
 
 static void case_free(Case *c) { free(c->A), free(c->B), free(c->bias), free(c->Cg), free(c->ref), free(c->mag); }
@@ -148,11 +160,12 @@ static void test_shapes(void)
             }
 }
 
-/* squares and edges of the f32 tiles (4 x 8, 6 x 16) and blocks (KC 256, 128, MC 96, NC 256) */
+/* squares and edges of the f32 tiles (4 x 8, 6 x 16, 8 x 32) and blocks (KC 256, 128, MC 96, NC 256) */
 static void test_edges(void)
 {
     static const int64_t e[][3] = {{1, 1, 1}, {6, 16, 1}, {7, 17, 255}, {95, 257, 256}, {97, 255, 257},
-                                   {96, 256, 513}, {13, 300, 129}, {200, 9, 300}};
+                                   {96, 256, 513}, {13, 300, 129}, {200, 9, 300}, {8, 32, 3}, {9, 33, 65},
+                                   {64, 96, 200}, {65, 63, 17}};
     for (int dt = GEMM_F32; dt <= GEMM_F64; dt++)
         for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
             for (int act = 0; act < 3; act++) {
@@ -275,11 +288,77 @@ static void test_interp(void)
     kn_ctx_free(ctx);
 }
 
+/* B as a convolution's window view (KnRtGemm.win) against the same product on that window written out
+ * (im2col, the GemmWindow contract of src/target.h): within the bound of the reference, and bitwise the
+ * same C (the packed panels must be the same), on one thread and on 3 tasks. Odd sizes: padding wider
+ * than the kernel (whole rows and runs of zeros), a negative offset (a crop), stride 2 and 3, dilation,
+ * groups, 1x1, an input with padded strides, runs crossing output rows and panels, several K and N
+ * blocks, and the transposed view (the weight gradient's) likewise. */
+static void test_windows(void)
+{
+    static const int64_t v[][15] = {
+        /* t, n, groups, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, M */
+        {0, 2, 2, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 5},     {0, 1, 1, 5, 11, 10, 3, 2, 2, 1, 0, 2, 1, 2, 17},
+        {0, 2, 1, 40, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 7},   {0, 3, 1, 4, 19, 23, 3, 3, 2, 3, 4, 5, 1, 1, 9},
+        {0, 2, 3, 2, 8, 8, 3, 3, 1, 1, -1, -1, 1, 1, 4},   {0, 4, 1, 3, 9, 9, 1, 1, 2, 2, 0, 0, 1, 1, 3},
+        {0, 1, 1, 2, 33, 37, 2, 3, 1, 1, 0, 1, 3, 2, 2},   {1, 2, 2, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 4},
+        {1, 4, 1, 8, 17, 17, 3, 3, 2, 2, 1, 1, 1, 1, 9},   {1, 3, 1, 5, 13, 11, 3, 3, 1, 1, 1, 1, 2, 1, 6},
+        {1, 1, 3, 2, 5, 6, 1, 1, 1, 1, 0, 0, 1, 1, 3},     {1, 2, 1, 3, 10, 12, 3, 2, 3, 2, 3, 2, 1, 1, 5},
+        {1, 2, 2, 2, 8, 8, 3, 3, 1, 1, -1, -1, 1, 1, 4},
+    };
+    for (int dt = GEMM_F32; dt <= GEMM_F64; dt++)
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            const int64_t *p = v[i];
+            int64_t n = p[1], groups = p[2], ch = p[3], h = p[4], w = p[5], kh = p[6], kw = p[7], sh = p[8];
+            int64_t sw = p[9], ph = p[10], pw = p[11], dh = p[12], dw = p[13], M = p[14];
+            int64_t oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+            int64_t sxw = 2, sxh = 2 * w + 1, sxc = h * sxh, sxn = groups * ch * sxc + 3;
+            int64_t R = ch * kh * kw, J = n * oh * ow, K = p[0] ? J : R, N = p[0] ? R : J;
+            int64_t nx = (n - 1) * sxn + (groups * ch - 1) * sxc + (h - 1) * sxh + (w - 1) * sxw + 1;
+            int64_t win[19] = {p[0], n, ch, h, w, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, sxn, sxc, sxh, sxw};
+            Case c;
+            case_init(&c, dt, groups, M, N, K, (int)i % 3, 0, (int)i % 2, (int)(i % 3));
+            void *x = malloc((size_t)nx * c.es);
+            for (int64_t e = 0; e < nx; e++) set(x, dt, e, rnd());
+            for (int64_t t = 0; t < groups; t++) /* B[t][k][i], row-major, written out */
+                for (int64_t k = 0; k < K; k++)
+                    for (int64_t col = 0; col < N; col++) {
+                        int64_t r = p[0] ? col : k, j = p[0] ? k : col;
+                        int64_t y = j / ow % oh * sh + r / kw % kh * dh - ph, xx = j % ow * sw + r % kw * dw - pw;
+                        int in = y >= 0 && y < h && xx >= 0 && xx < w;
+                        int64_t at = t * ch * sxc + j / (oh * ow) * sxn + r / (kh * kw) * sxc + y * sxh + xx * sxw;
+                        set(c.B, dt, (t * K + k) * N + col, in ? get(x, dt, at) : 0.0);
+                    }
+            case_ref(&c);
+            size_t bytes = (size_t)(groups * M * N) * c.es;
+            void *im2col = malloc(bytes);
+            char what[64];
+            snprintf(what, sizeof what, "window %zu written out", i);
+            if (!CHECK(case_run(&c, what))) goto next;
+            memcpy(im2col, c.g.C, bytes);
+            c.g.B = x, c.g.win = win, c.g.sb_b = ch * sxc, c.g.sb_k = c.g.sb_n = 0;
+            for (int th = 1; th <= 3; th += 2) {
+                c.g.parallel_for = th > 1 ? port_parallel_for : NULL, c.g.threads = th;
+                snprintf(what, sizeof what, "window %zu, %d threads", i, th);
+                CHECK(case_run(&c, what));
+                CHECK_MSG(!memcmp(im2col, c.g.C, bytes), "window %zu (%s, t %d), %d threads: C differs from the "
+                          "written-out window's", i, dt == GEMM_F32 ? "f32" : "f64", (int)p[0], th);
+            }
+        next:
+            free(x), free(im2col);
+            case_free(&c);
+        }
+}
+
 int main(void)
 {
-    test_shapes();
-    test_edges();
-    test_same_bits();
+    for (int cap = 0; cap <= 2; cap++) { /* each copy of the micro-kernel this CPU has (the rest: the best below) */
+        kn_rt_gemm_cap(cap);
+        test_shapes();
+        test_edges();
+        test_same_bits();
+        test_windows();
+    }
     test_small_work();
     test_interp();
     TEST_END("gemm_rt");
