@@ -1097,6 +1097,71 @@ static void test_threads(int how, const CIsa *isa)
         if (!EXPECT(test_close(fy[0][i], exp(fx[i] * 0.01), 1e-6, 0), "%s: exp at %d", name, i)) break;
 }
 
+/* 1 if kernel text, rendered in isa's dialect, contains want. */
+static int renders_with(const CIsa *isa, const char *text, const char *want)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    Arena a;
+    arena_init(&a, ctx);
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    Kernel k;
+    char why[256] = "";
+    ir_init(&k, &a, &ex, "");
+    const Kernel *kp = &k;
+    int found = 0;
+    if (EXPECT(ir_parse(&k, text, why, sizeof why) == 0, "%s", why)) {
+        size_t len = c_render_isa(&kp, 1, isa, NULL, 0);
+        char *src = malloc(len + 1);
+        if (src) c_render_isa(&kp, 1, isa, src, len + 1);
+        found = src && strstr(src, want) != NULL;
+        free(src);
+    }
+    expr_free(&ex);
+    arena_free(&a);
+    kn_ctx_free(ctx);
+    return found;
+}
+
+/* A large output (8 MiB or more) that a vector loop stores once, and the
+ * kernel never loads, streams past the caches where the instruction set has
+ * non-temporal stores: the bits of the scalar dialect on one thread and on
+ * the pool, rows of 1025 (most not 64-byte aligned, each with a tail of 1)
+ * included. An output the kernel loads again, or a smaller one, does not
+ * stream. */
+static void test_stream(const CIsa *isa)
+{
+    enum { R = 2049, C = 1025 };
+    const char *big = "kernel big(out b0 f32[2100225], in b1 f32[2100225])\n"
+                      "  for s0 in 2049 parallel\n"
+                      "    for s1 in 1025 vector(8)\n"
+                      "      b0[s0*1025+s1] = mul(add(b1[s0*1025+s1], 0.5), 3)\n";
+    const char *again = "kernel again(out b0 f32[2100225], in b1 f32[2100225])\n"
+                        "  for s0 in 2049 parallel\n"
+                        "    for s1 in 1025 vector(8)\n"
+                        "      b0[s0*1025+s1] = exp(b1[s0*1025+s1])\n"
+                        "    for s2 in 1025 vector(8)\n"
+                        "      b0[s0*1025+s2] = mul(b0[s0*1025+s2], 2)\n";
+    const char *small = "kernel small(out b0 f32[1025], in b1 f32[1025])\n"
+                        "  for s1 in 1025 vector(8)\n"
+                        "    b0[s1] = mul(b1[s1], 3)\n";
+    int nt = strstr(isa->header, "KN_NT(") != NULL;
+    EXPECT(renders_with(isa, big, "KN_STREAM64(&b0[") == nt, "%s: a large output streams iff KN_NT (%d)", isa->name, nt);
+    EXPECT(!renders_with(isa, again, "KN_STREAM64(&b0[") && !renders_with(isa, small, "KN_STREAM64(&b0["),
+           "%s: an output loaded again, or small, streams", isa->name);
+    float *x = malloc(sizeof(float) * R * C), *y[3] = {malloc(sizeof(float) * R * C), malloc(sizeof(float) * R * C),
+                                                       malloc(sizeof(float) * R * C)};
+    if (!CHECK(x && y[0] && y[1] && y[2])) goto done;
+    for (int i = 0; i < R * C; i++) x[i] = (float)uniform(-3, 3), y[0][i] = y[1][i] = y[2][i] = NAN;
+    KnParallel par = {port_parallel_for, 4};
+    void *b0[3] = {y[0], x, NULL}, *b1[3] = {y[1], x, NULL}, *b2[3] = {y[2], x, &par};
+    if (run_ir(PORT_CC, big, b0) && run_ir_isa(PORT_CC, isa, big, b1) && run_ir_isa(PORT_CC, isa, big, b2))
+        EXPECT(!memcmp(y[0], y[1], sizeof(float) * R * C) && !memcmp(y[0], y[2], sizeof(float) * R * C),
+               "%s: a streamed output differs from the scalar dialect's", isa->name);
+done:
+    free(x), free(y[0]), free(y[1]), free(y[2]);
+}
+
 /* snprintf contract, and text that does not depend on cap. */
 static void test_text(void)
 {
@@ -1271,6 +1336,11 @@ int main(void)
     test_threads(PORT_TCC, c_isa_host()); /* the SIMD dialect is C that TinyCC compiles too */
     for (const CIsa *i = c_isas; i->name; i++)
         if (!strcmp(i->name, c_isa_host()->name) || !strcmp(i->name, "sse2")) test_threads(PORT_CC, i);
+    if (port_jit_available(PORT_CC))
+        for (const CIsa *i = c_isas; i->name; i++)
+            if (!strcmp(i->name, c_isa_host()->name) || !strcmp(i->name, "sse2") ||
+                (!strcmp(i->name, "avx2") && !strcmp(c_isa_host()->name, "avx512")))
+                test_stream(i);
     for (int d = 0; d < KN_NDTYPES; d++) test_elementwise(ctx, (kn_dtype)d);
     test_casts(ctx);
     for (int d = 0; d < KN_NDTYPES; d++)
