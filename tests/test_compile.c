@@ -601,6 +601,64 @@ static void test_program_cache(kn_ctx *ctx, kn_tensor *const *in)
 #endif
 }
 
+/* Rows with special values through softmax (dim 1), log_softmax (dim 1),
+ * layer_norm and amax (dim 1) of a (9, 1000) tensor, compiled against eager
+ * (a NaN where eager has one, infinities equal, else within 2e-5): a row
+ * with a NaN (+NaN in a vector group, -NaN first, a NaN in the tail: the
+ * row's max redoes its lanes), -inf entries (0 in softmax), all -inf and a
+ * +inf (NaN rows, as torch), a max of -0 and +0, and magnitudes of 1e30. */
+static void test_specials(kn_ctx *ctx, CompileBackend backend)
+{
+    enum { R = 9, C = 1000 };
+    static float v[R * C];
+    uint32_t mnan = 0xffc00000u;
+    for (int i = 0; i < R * C; i++) v[i] = (float)((i * 7919 % 2003) - 1001) / 250.0f;
+    v[1 * C + 517] = NAN;
+    memcpy(&v[2 * C + 0], &mnan, 4), v[2 * C + 600] = NAN;
+    v[3 * C + 0] = v[3 * C + 100] = v[3 * C + 999] = -INFINITY;
+    for (int c = 0; c < C; c++) v[4 * C + c] = -INFINITY;
+    v[5 * C + 40] = INFINITY;
+    for (int c = 0; c < C; c++) v[6 * C + c] = -1.0f - (float)c;
+    v[6 * C + 5] = -0.0f, v[6 * C + 700] = 0.0f;
+    for (int c = 0; c < C; c++) v[7 * C + c] *= 1e29f;
+    v[8 * C + 997] = NAN;
+    int64_t shape[2] = {R, C}, d = C;
+    int dim = 1;
+    for (int k = 0; k < 4; k++) {
+        kn_scope_begin(ctx);
+        kn_tensor *x = kn_tensor_from(ctx, KN_F32, 2, shape, v), *y = NULL, *want = NULL;
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass) ctx->trace = graph_new(ctx);
+            kn_tensor *r = k == 0   ? kn_softmax(ctx, x, 1)
+                           : k == 1 ? kn_log_softmax(ctx, x, 1)
+                           : k == 2 ? kn_layer_norm(ctx, x, 1, &d, NULL, NULL, 1e-5)
+                                    : kn_amax(ctx, x, &dim, 1, 0);
+            if (pass) y = r;
+            else want = r;
+        }
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        CompileOpts o = {backend, KN_MODE_DEFAULT};
+        Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+        kn_tensor *got = NULL;
+        int ok = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK && want &&
+                 kn_numel(got) == kn_numel(want);
+        int64_t bad = -1, n = ok ? kn_numel(want) : 0;
+        kn_tensor *a = ok ? kn_to(ctx, got, KN_F64) : NULL, *b = ok ? kn_to(ctx, want, KN_F64) : NULL;
+        for (int64_t i = 0; a && b && i < n && bad < 0; i++) {
+            double u = dt_load(KN_F64, tensor_ptr(a, a->offset + i)), w = dt_load(KN_F64, tensor_ptr(b, b->offset + i));
+            int same = w != w ? u != u : isinf(w) ? u == w : fabs(u - w) <= 1e-6 + 2e-5 * fabs(w);
+            if (!same) bad = i;
+        }
+        CHECK_MSG(ok && bad < 0, "specials case %d on %s: %s; first differing element %lld", k,
+                  backend == BACKEND_TCC ? "tcc" : "c", ok ? "ran" : kn_last_error(ctx), (long long)bad);
+        kn_clear_error(ctx);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
 int main(void)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
@@ -651,6 +709,8 @@ int main(void)
             index_case(ctx, sc, it ? KN_I32 : KN_I64, BACKEND_TCC);
             index_case(ctx, sc, it ? KN_I32 : KN_I64, BACKEND_C);
         }
+    test_specials(ctx, BACKEND_TCC);
+    test_specials(ctx, BACKEND_C);
     test_autotune(ctx);
     kn_ctx_free(ctx);
     TEST_END("compile");
