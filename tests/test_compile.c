@@ -638,7 +638,7 @@ static void test_specials(kn_ctx *ctx, CompileBackend backend)
         }
         Graph *g = ctx->trace;
         ctx->trace = NULL;
-        CompileOpts o = {backend, KN_MODE_DEFAULT};
+        CompileOpts o = {backend, KN_MODE_DEFAULT, 0};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_tensor *got = NULL;
         int ok = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK && want &&
