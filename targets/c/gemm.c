@@ -421,6 +421,14 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
         put(o, "        for (j = 0; j < w; j++) %s_%s_wseg(B, d + j, %d, kc, pc, jc + q + j);\n"
                "        for (j = w; j < %d; j++)\n            for (k = 0; k < kc; k++) d[k * %d + j] = 0;\n",
             n, id, nr, nr, nr);
+    } else if (s->sb_n == 1) { /* rows of B contiguous: a whole panel row is one copy (gcc -O2 left the
+                                 * element loop scalar: 84% of a batched GEMM's packing, 9% of its time) */
+        put(o, "        for (k = 0; k < kc; k++) {\n"
+               "            const T *src = B + (pc + k) * %lld + jc + q;\n"
+               "            if (w == %d)\n                memcpy(d + k * %d, src, sizeof(T) * %d);\n"
+               "            else {\n                for (j = 0; j < w; j++) d[k * %d + j] = src[j];\n"
+               "                for (; j < %d; j++) d[k * %d + j] = 0;\n            }\n        }\n",
+            (ll)s->sb_k, nr, nr, nr, nr, nr, nr);
     } else if (abs_ll(s->sb_n) <= abs_ll(s->sb_k)) {
         put(o, "        for (k = 0; k < kc; k++) {\n"
                "            const T *src = B + (pc + k) * %lld + (jc + q) * %lld;\n"
