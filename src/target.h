@@ -66,6 +66,10 @@ typedef struct GemmSpec {
                                  n0, n1), called on each tile of C once it is final (after bias and act) */
     int kc, mc;               /* cache blocks of K and M (a template's tunables), 0: its defaults; <= 4096 */
     GemmWindow win;           /* B as a convolution's window view (win.on), or not */
+    int wino;                 /* 1: B is a 3x3, stride-1, dilation-1 window (win.on, !win.t, batch 1) and the
+                                 product may be computed by Winograd F(2x2, 3x3): a target renders it so
+                                 (targets/c/wino.c; same entry, buffers and epilogue contract, within
+                                 rounding of the direct product) or ignores the flag (computes directly) */
 } GemmSpec;
 
 /* Renders the unit for s in dialect GEMM_SCALAR or GEMM_SIMD, as snprintf:
