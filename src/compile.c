@@ -295,8 +295,9 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
         uint32_t d = s->dot[st->node] ? s->dot[st->node] : p->g->nodes[st->node].op == OP_DOT ? st->node : 0;
         if (d && p->t && make_gemm(p, s, st, d)) {
             st->dot = d;
-            log_line(ctx, LOG_FUSION, "%%%" PRIu32 ": dot %%%" PRIu32 " through %s's gemm template%s", st->node, d,
-                     p->t->name, d == st->node ? "" : ", the rest of the kernel its epilogue on each tile");
+            log_line(ctx, LOG_FUSION, "%%%" PRIu32 ": dot %%%" PRIu32 " through %s's gemm template%s%s", st->node, d,
+                     p->t->name, st->gemm->wino ? " (a 3x3 convolution: Winograd allowed)" : "",
+                     d == st->node ? "" : ", the rest of the kernel its epilogue on each tile");
             if (d == st->node) continue;
             /* the rest of the kernel as the template's epilogue, on each tile */
             if (!(st->k = arena_alloc(&p->arena, sizeof *st->k))) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
