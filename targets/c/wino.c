@@ -148,33 +148,58 @@ static void put_common(Out *o, const GemmSpec *s)
     put(o, "    return x;\n}\n");
 }
 
+/* the transform of one (c, k) pair, or of 16 along k (V: vectors of 16 elements, f gathered from A's
+ * rows, u stored as one run per plane) */
+static void put_weight_pair(Out *o, const GemmSpec *s, const Geo *g, const char *V)
+{
+    ll ux = g->K * g->C, sa_m = s->sa_m, sa_k = s->sa_k;
+    for (int e = 0; e < 9; e++) {
+        if (!*V) {
+            put(o, "            const T f%d = f[%lld];\n", e, e * sa_k);
+            continue;
+        }
+        put(o, "            const %s f%d = {", V, e);
+        for (int l = 0; l < 16; l++) put(o, "%sf[%lld]", l ? ", " : "", l * sa_m + e * sa_k);
+        put(o, "};\n");
+    }
+    const char *t = *V ? V : "T";
+    for (int e = 0; e < 3; e++) /* G g, column e */
+        put(o, "            const %s q0%d = f%d, q1%d = (T)0.5 * (f%d + f%d + f%d), q2%d = (T)0.5 * (f%d - f%d + f%d), "
+               "q3%d = f%d;\n",
+            t, e, e, e, e, 3 + e, 6 + e, e, e, 3 + e, 6 + e, e, 6 + e);
+    for (int a = 0; a < 4; a++) { /* (G g) G^T, row a */
+        put(o, "            { const %s r0 = q%d0, r1 = (T)0.5 * (q%d0 + q%d1 + q%d2), r2 = (T)0.5 * (q%d0 - q%d1 + q%d2), "
+               "r3 = q%d2;\n",
+            t, a, a, a, a, a, a, a, a);
+        for (int b = 0; b < 4; b++) {
+            if (*V) put(o, "              memcpy(u + %lld, &r%d, sizeof r%d);\n", (4 * a + b) * ux, b, b);
+            else put(o, "              u[%lld] = r%d;\n", (4 * a + b) * ux, b);
+        }
+        put(o, "            }\n");
+    }
+}
+
 /* U = G g G^T for the output channels of task i, in the order U is stored, [xi][c][k] (so that the
- * GEMM packs it with contiguous loads, as A or as B): a run of stores per plane, not a line per store */
+ * GEMM packs it with contiguous loads, as A or as B): for each c, 16 channels out at a time in
+ * vectors (A's elements gathered, U's written a run of 16 per plane), the rest one by one */
 static void put_weights(Out *o, const GemmSpec *s, const Geo *g)
 {
     const char *n = s->name;
-    ll us_k = 1, us_c = g->K, ux = g->K * g->C;
     put(o, "static void %s_wt(void *arg, int i)\n{\n    const %s_wjob *j = (const %s_wjob *)arg;\n", n, n, n);
     put(o, "    const ptrdiff_t k0 = i * (ptrdiff_t)%lld / j->tasks, k1 = (i + 1) * (ptrdiff_t)%lld / j->tasks;\n", g->K,
         g->K);
-    /* 16 channels out at a time, along a line of U: A read along its rows, U written a line per plane */
-    put(o, "    ptrdiff_t kb, k, c;\n");
-    put(o, "    for (kb = k0; kb < k1; kb += 16)\n        for (c = 0; c < %lld; c++)\n"
-           "        for (k = kb; k < (kb + 16 < k1 ? kb + 16 : k1); k++) {\n", g->C);
-    put(o, "            T *u = j->U + k * %lld + c * %lld;\n", us_k, us_c);
+    put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
+    put(o, "    ptrdiff_t k, c;\n");
+    put(o, "    for (c = 0; c < %lld; c++) {\n", g->C);
+    put(o, "        for (k = k0; k + 16 <= k1; k += 16) {\n");
+    put(o, "            T *u = j->U + k + c * %lld;\n", g->K);
     put(o, "            const T *f = j->A + k * %lld + c * %lld;\n", (ll)s->sa_m, 9 * (ll)s->sa_k);
-    for (int e = 0; e < 9; e++) put(o, "            const T f%d = f[%lld];\n", e, e * (ll)s->sa_k);
-    for (int e = 0; e < 3; e++) /* G g, column e */
-        put(o, "            const T q0%d = f%d, q1%d = (T)0.5 * (f%d + f%d + f%d), q2%d = (T)0.5 * (f%d - f%d + f%d), "
-               "q3%d = f%d;\n",
-            e, e, e, e, 3 + e, 6 + e, e, e, 3 + e, 6 + e, e, 6 + e);
-    for (int a = 0; a < 4; a++) { /* (G g) G^T, row a */
-        put(o, "            u[%lld] = q%d0;\n", (4 * a + 0) * ux, a);
-        put(o, "            u[%lld] = (T)0.5 * (q%d0 + q%d1 + q%d2);\n", (4 * a + 1) * ux, a, a, a);
-        put(o, "            u[%lld] = (T)0.5 * (q%d0 - q%d1 + q%d2);\n", (4 * a + 2) * ux, a, a, a);
-        put(o, "            u[%lld] = q%d2;\n", (4 * a + 3) * ux, a);
-    }
-    put(o, "        }\n}\n");
+    put_weight_pair(o, s, g, "V");
+    put(o, "        }\n        for (; k < k1; k++) {\n");
+    put(o, "            T *u = j->U + k + c * %lld;\n", g->K);
+    put(o, "            const T *f = j->A + k * %lld + c * %lld;\n", (ll)s->sa_m, 9 * (ll)s->sa_k);
+    put_weight_pair(o, s, g, "");
+    put(o, "        }\n    }\n}\n");
 }
 
 /* [lo, hi): the x in [0, cnt) with 0 <= 2 x + off < w (a run: 2 x + off increases) */
