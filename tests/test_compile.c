@@ -499,7 +499,7 @@ static void test_conv_backward_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w)
 }
 
 /* Convolutions that Winograd F(2x2, 3x3) computes on backend c (compile.c's wino_pays: 3x3, stride
- * 1, >= 32 channels, >= 1024 columns): odd output sizes (partial tiles), padding 1 and 0, channels
+ * 1, >= 32 channels, >= 512 columns): odd output sizes (partial tiles), padding 1 and 0, channels
  * not multiples of a vector, batch 3 and 1, f64; each equal to eager's (the direct product), one
  * Winograd dot each (a program of few columns has none); the backward of one, whose input gradient
  * is such a convolution too (of the output's gradient, 37 -> 35 channels), equal to eager's. */
