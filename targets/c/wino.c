@@ -226,6 +226,7 @@ static void put_input(Out *o, const GemmSpec *s, const Geo *g)
     put(o, "    ptrdiff_t c = i * (ptrdiff_t)%lld / j->tasks, c1 = (i + 1) * (ptrdiff_t)%lld / j->tasks, r, e, x;\n",
         g->C, g->C);
     put(o, "    T ev[4][%lld], od[4][%lld];\n", tw1, tw1);
+    put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
     put(o, "    for (; c < c1; c++) {\n        T *v = j->V + c * %lld;\n", g->tb);
     put(o, "        for (r = j->r0; r < j->r1; r++) {\n");
     put(o, "            const ptrdiff_t nn = r / %lld, ty = r %% %lld;\n", g->th, g->th);
@@ -258,19 +259,39 @@ static void put_input(Out *o, const GemmSpec *s, const Geo *g)
     /* the padding tiles of the chunk: zeros, so the GEMM reads no uninitialised memory */
     put(o, "        for (e = 0; e < 16; e++)\n            for (x = (j->r1 - j->r0) * %lld; x < %lld; x++) v[e * %lld + x] = 0;\n",
         g->tw, g->tb, xs);
-    /* straight-line code (gcc -O2 neither unrolls the small loops nor vectorises around them) */
-    put(o, "        for (x = 0; x < %lld; x++) {\n", g->tb);
-    for (int e = 0; e < 16; e++) put(o, "            const T d%d = v[%lld + x];\n", e, e * xs);
+    /* straight-line code on vectors of 16 (gcc -O2 neither unrolls the small loops nor vectorises
+     * around them, and took 16-byte vectors for this loop); tb is a multiple of 16 */
+    put(o, "        for (x = 0; x < %lld; x += 16) {\n", g->tb);
+    for (int e = 0; e < 16; e++) put(o, "            V d%d;\n            memcpy(&d%d, v + %lld + x, sizeof d%d);\n", e, e, e * xs, e);
     for (int e = 0; e < 4; e++) /* d B, row e */
-        put(o, "            const T h%d0 = d%d - d%d, h%d1 = d%d + d%d, h%d2 = d%d - d%d, h%d3 = d%d - d%d;\n", e, 4 * e,
+        put(o, "            const V h%d0 = d%d - d%d, h%d1 = d%d + d%d, h%d2 = d%d - d%d, h%d3 = d%d - d%d;\n", e, 4 * e,
             4 * e + 2, e, 4 * e + 1, 4 * e + 2, e, 4 * e + 2, 4 * e + 1, e, 4 * e + 1, 4 * e + 3);
     for (int b = 0; b < 4; b++) { /* B^T (d B), column b */
-        put(o, "            v[%lld + x] = h0%d - h2%d;\n", b * xs, b, b);
-        put(o, "            v[%lld + x] = h1%d + h2%d;\n", (4 + b) * xs, b, b);
-        put(o, "            v[%lld + x] = h2%d - h1%d;\n", (8 + b) * xs, b, b);
-        put(o, "            v[%lld + x] = h1%d - h3%d;\n", (12 + b) * xs, b, b);
+        static const char *const op[4] = {"h0%d - h2%d", "h1%d + h2%d", "h2%d - h1%d", "h1%d - h3%d"};
+        for (int a = 0; a < 4; a++) {
+            char ex[32];
+            snprintf(ex, sizeof ex, op[a], b, b);
+            put(o, "            { const V r = %s; memcpy(v + %lld + x, &r, sizeof r); }\n", ex, (4 * a + b) * xs);
+        }
     }
     put(o, "        }\n    }\n}\n");
+}
+
+/* pass 1 of the output transform on the element (k, t) of M (vt "T") or on 16 along M's rows (vt "V") */
+static void put_out_a(Out *o, const Geo *g, ll ms_k, ll ms_t, ll mx, const char *vt)
+{
+    (void)g;
+    put(o, "            T *m = j->M + k * %lld + t * %lld;\n", ms_k, ms_t);
+    for (int e = 0; e < 16; e++)
+        put(o, "            %s m%d;\n            memcpy(&m%d, m + %lld, sizeof m%d);\n", vt, e, e, e * mx, e);
+    for (int b = 0; b < 4; b++) /* A^T M, column b */
+        put(o, "            const %s q0%d = m%d + m%d + m%d, q1%d = m%d - m%d - m%d;\n", vt, b, b, 4 + b, 8 + b, b, 4 + b,
+            8 + b, 12 + b);
+    for (int a = 0; a < 2; a++) { /* (A^T M) A, row a */
+        put(o, "            { const %s y = q%d0 + q%d1 + q%d2; memcpy(m + %lld, &y, sizeof y); }\n", vt, a, a, a, 2 * a * mx);
+        put(o, "            { const %s y = q%d1 - q%d2 - q%d3; memcpy(m + %lld, &y, sizeof y); }\n", vt, a, a, a,
+            (2 * a + 1) * mx);
+    }
 }
 
 /* C = A^T M A of the chunk's tiles for the output channels of task i, in two passes: the 2x2
@@ -292,17 +313,18 @@ static void put_output(Out *o, const GemmSpec *s, const Geo *g)
     put(o, "    const ptrdiff_t col1 = j->r1 / %lld * %lld + (2 * (j->r1 %% %lld) < %lld ? 2 * (j->r1 %% %lld) : %lld) * %lld;\n",
         g->th, g->oh * g->ow, g->th, g->oh, g->th, g->oh, g->ow);
     if (!s->epilogue) put(o, "    (void)col0, (void)col1;\n");
-    if (g->tr) put(o, "    for (t = 0; t < nt; t++)\n        for (k = k0; k < k1; k++) {\n");
-    else put(o, "    for (k = k0; k < k1; k++)\n        for (t = 0; t < nt; t++) {\n");
-    put(o, "            T *m = j->M + k * %lld + t * %lld;\n", ms_k, ms_t);
-    for (int e = 0; e < 16; e++) put(o, "            const T m%d = m[%lld];\n", e, e * mx);
-    for (int b = 0; b < 4; b++) /* A^T M, column b */
-        put(o, "            const T q0%d = m%d + m%d + m%d, q1%d = m%d - m%d - m%d;\n", b, b, 4 + b, 8 + b, b, 4 + b, 8 + b,
-            12 + b);
-    for (int a = 0; a < 2; a++) /* (A^T M) A, row a */
-        put(o, "            m[%lld] = q%d0 + q%d1 + q%d2;\n            m[%lld] = q%d1 - q%d2 - q%d3;\n", 2 * a * mx, a, a, a,
-            (2 * a + 1) * mx, a, a, a);
-    put(o, "        }\n");
+    put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
+    if (g->tr) { /* along k: 16 at a time, then one by one */
+        put(o, "    for (t = 0; t < nt; t++) {\n        for (k = k0; k + 16 <= k1; k += 16) {\n");
+        put_out_a(o, g, ms_k, ms_t, mx, "V");
+        put(o, "        }\n        for (; k < k1; k++) {\n");
+        put_out_a(o, g, ms_k, ms_t, mx, "T");
+        put(o, "        }\n    }\n");
+    } else { /* along t, 16 at a time: M's rows are tb long, a multiple of 16 */
+        put(o, "    for (k = k0; k < k1; k++)\n        for (t = 0; t < nt; t += 16) {\n");
+        put_out_a(o, g, ms_k, ms_t, mx, "V");
+        put(o, "        }\n");
+    }
     put(o, "    for (k = k0; k < k1; k++) {\n");
     put(o, "        for (r = j->r0; r < j->r1; r++) {\n");
     put(o, "            const ptrdiff_t nn = r / %lld, oy = 2 * (r %% %lld), col = nn * %lld + oy * %lld;\n", g->th,
