@@ -198,24 +198,24 @@ static int gemm_window(Program *p, const Schedule *s, Step *st, uint32_t u, Gemm
 /* Whether the dot g is a convolution that Winograd F(2x2, 3x3) computes
  * faster (GemmSpec.wino; a target without it computes directly): 3x3,
  * stride 1, dilation 1, one group, at least WINO_MIN channels in and out,
- * WINO_COLS output columns (images x pixels), and 2 columns per channel in:
+ * WINO_COLS output columns (images x pixels), and a column per channel in:
  * the transforms of input and output cost per tile and channel what the
  * GEMM saves per tile and channel pair, and the weights' (per call) per
  * channel pair what it saves per column. Measured on the 2-core Zen 4, one
  * thread's CPU time of backend c's units, direct / Winograd (images x side^2
- * columns): 64 -> 64 channels at 16 x 32^2 1.48, 8 x 8^2 1.25, 4 x 8^2
- * (before the vector transforms) 0.76; 128 -> 128 at 16 x 16^2 1.51, 8 x
- * 8^2 1.24; 256 -> 256 at 16 x 8^2 1.25, 8 x 8^2 1.15, 4 x 8^2 (1 column
- * per channel) 1.04; 512 -> 512 at 16 x 4^2 1.01, 32 x 4^2 1.05; 16 -> 16
- * at 16 x 16^2 0.94; 32 -> 32 at 16 x 16^2 1.35. Where it gains under 5%,
- * the scratch it keeps (U alone is 16 x channels^2) is not worth it. */
+ * columns): 64 -> 64 channels at 16 x 32^2 1.62, 4 x 8^2 1.23; 128 -> 128
+ * at 16 x 16^2 1.62; 256 -> 256 at 16 x 8^2 1.39, 8 x 8^2 1.22, 4 x 8^2
+ * 1.13; 512 -> 512 at 16 x 4^2 (ResNet-18's stage 4: half a column per
+ * channel, the weights' transform as costly as the GEMM's saving) 1.00;
+ * 16 -> 16 at 16 x 16^2 0.94 (before the vector transforms); 32 -> 32 at
+ * 16 x 16^2 1.35 (idem). */
 #define WINO_MIN 32
-#define WINO_COLS 512
+#define WINO_COLS 256
 static int wino_pays(const GemmSpec *g)
 {
     const GemmWindow *w = &g->win;
     return w->on && !w->t && w->kh == 3 && w->kw == 3 && w->sh == 1 && w->sw == 1 && w->dh == 1 && w->dw == 1 &&
-           g->batch == 1 && w->c >= WINO_MIN && g->M >= WINO_MIN && g->N >= WINO_COLS && g->N >= 2 * w->c;
+           g->batch == 1 && w->c >= WINO_MIN && g->M >= WINO_MIN && g->N >= WINO_COLS && g->N >= w->c;
 }
 
 /* Dot d (st->node or the dot fused into its kernel) of f32 or f64 over
