@@ -198,6 +198,29 @@ static int gemm_window(Program *p, const Schedule *s, Step *st, uint32_t u, Gemm
     return 1;
 }
 
+/* Whether the dot g is a convolution that Winograd F(2x2, 3x3) computes
+ * faster (GemmSpec.wino; a target without it computes directly): 3x3,
+ * stride 1, dilation 1, one group, at least WINO_MIN channels in and out,
+ * WINO_COLS output columns (images x pixels), and a column per channel in:
+ * the transforms of input and output cost per tile and channel what the
+ * GEMM saves per tile and channel pair, and the weights' (per call) per
+ * channel pair what it saves per column. Measured on the 2-core Zen 4, one
+ * thread's CPU time of backend c's units, direct / Winograd (images x side^2
+ * columns): 64 -> 64 channels at 16 x 32^2 1.62, 4 x 8^2 1.23; 128 -> 128
+ * at 16 x 16^2 1.62; 256 -> 256 at 16 x 8^2 1.39, 8 x 8^2 1.22, 4 x 8^2
+ * 1.13; 512 -> 512 at 16 x 4^2 (ResNet-18's stage 4: half a column per
+ * channel, the weights' transform as costly as the GEMM's saving) 1.00;
+ * 16 -> 16 at 16 x 16^2 0.94 (before the vector transforms); 32 -> 32 at
+ * 16 x 16^2 1.35 (idem). */
+#define WINO_MIN 32
+#define WINO_COLS 256
+static int wino_pays(const GemmSpec *g)
+{
+    const GemmWindow *w = &g->win;
+    return w->on && !w->t && w->kh == 3 && w->kw == 3 && w->sh == 1 && w->sw == 1 && w->dh == 1 && w->dw == 1 &&
+           g->batch == 1 && w->c >= WINO_MIN && g->M >= WINO_MIN && g->N >= WINO_COLS && g->N >= w->c;
+}
+
 /* Dot d (st->node or the dot fused into its kernel) of f32 or f64 over
  * operands that are views of buffers, as a GemmSpec writing st->node's buffer. */
 static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
@@ -221,6 +244,7 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     if (g.M < 1 || g.N < 1 || g.K < 1) return 0;
     /* B a graph input (a weight) read the same by every batch index: the unit may take it packed */
     g.bkeep = p->keep_packed && !g.win.on && (g.batch == 1 || g.sb_b == 0) && p->g->nodes[st->root[1]].op == OP_INPUT;
+    g.wino = wino_pays(&g);
     char *name = arena_alloc(&p->arena, 24);
     st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
     if (!name || !st->gemm) return 0;
@@ -278,8 +302,9 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
         uint32_t d = s->dot[st->node] ? s->dot[st->node] : p->g->nodes[st->node].op == OP_DOT ? st->node : 0;
         if (d && p->t && make_gemm(p, s, st, d)) {
             st->dot = d;
-            log_line(ctx, LOG_FUSION, "%%%" PRIu32 ": dot %%%" PRIu32 " through %s's gemm template%s", st->node, d,
-                     p->t->name, d == st->node ? "" : ", the rest of the kernel its epilogue on each tile");
+            log_line(ctx, LOG_FUSION, "%%%" PRIu32 ": dot %%%" PRIu32 " through %s's gemm template%s%s", st->node, d,
+                     p->t->name, st->gemm->wino ? " (a 3x3 convolution: Winograd allowed)" : "",
+                     d == st->node ? "" : ", the rest of the kernel its epilogue on each tile");
             if (d == st->node) continue;
             /* the rest of the kernel as the template's epilogue, on each tile */
             if (!(st->k = arena_alloc(&p->arena, sizeof *st->k))) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
@@ -452,10 +477,10 @@ static uint64_t kernel_key(kn_ctx *ctx, const Program *p, const Kernel *k)
 static uint64_t gemm_key(const Program *p, const GemmSpec *g)
 {
     char text[320];
-    int n = snprintf(text, sizeof text, "%s gemm %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d",
+    int n = snprintf(text, sizeof text, "%s gemm %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d %d",
                      p->t->name, g->dtype, (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K,
                      (long long)g->sa_b, (long long)g->sa_m, (long long)g->sa_k, (long long)g->sb_b,
-                     (long long)g->sb_k, (long long)g->sb_n, g->bias, g->act, g->epilogue != NULL);
+                     (long long)g->sb_k, (long long)g->sb_n, g->bias, g->act, g->epilogue != NULL, g->wino);
     uint64_t h = fnv(14695981039346656037ull, text, (size_t)n);
     return g->win.on ? fnv(h, (const char *)&g->win, sizeof g->win) : h; /* a window: its geometry too */
 }
@@ -582,7 +607,7 @@ static int same_gemm(const GemmSpec *a, const GemmSpec *b)
            a->sa_b == b->sa_b && a->sa_m == b->sa_m && a->sa_k == b->sa_k && a->sb_b == b->sb_b &&
            a->sb_k == b->sb_k && a->sb_n == b->sb_n && a->bias == b->bias && a->act == b->act &&
            !a->epilogue == !b->epilogue && a->kc == b->kc && a->mc == b->mc && a->bkeep == b->bkeep &&
-           !memcmp(&a->win, &b->win, sizeof a->win);
+           a->wino == b->wino && !memcmp(&a->win, &b->win, sizeof a->win);
 }
 
 static int find_entries(kn_ctx *ctx, Program *p);
@@ -744,7 +769,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
  *          kiln), the target's name and cache_tag, the mode (and keep_packed), the outputs and
  *          kn_hash of every node of the graph (interned nodes are zeroed
  *          before they are filled, so their bytes are their value)
- *   entry  <cache dir>/<key>.prog: "KILNPG03", key, body size, kn_hash of
+ *   entry  <cache dir>/<key>.prog: "KILNPG04", key, body size, kn_hash of
  *          the body (little-endian u64s), then the body: the graph's node
  *          count, the plan (arena size, each node's offset), the steps (node,
  *          kind, a kernel's name and buffers, a dot's spec, window and
@@ -761,7 +786,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * warm start's instructions. Its byte order is no concern: the key holds
  * this build of kiln. */
 
-#define PCACHE_MAGIC "KILNPG03"
+#define PCACHE_MAGIC "KILNPG04"
 #define PCACHE_HEAD 32
 
 typedef struct {
@@ -882,13 +907,13 @@ static void pc_kernel(PcOut *o, const Kernel *k)
 
 static void pc_gemm(PcOut *o, const GemmSpec *s)
 {
-    int64_t v[17] = {s->dtype, s->batch, s->M, s->N, s->K, s->sa_b, s->sa_m, s->sa_k,
-                     s->sb_b, s->sb_k, s->sb_n, s->bias, s->act, s->epilogue != NULL, s->kc, s->mc, s->bkeep};
+    int64_t v[18] = {s->dtype, s->batch, s->M, s->N, s->K, s->sa_b, s->sa_m, s->sa_k,
+                     s->sb_b, s->sb_k, s->sb_n, s->bias, s->act, s->epilogue != NULL, s->kc, s->mc, s->bkeep, s->wino};
     const GemmWindow *w = &s->win;
     int64_t win[20] = {w->on, w->t, w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow,
                        w->sh, w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
     pc_str(o, s->name);
-    for (int i = 0; i < 17; i++) pc_u64(o, (uint64_t)v[i]);
+    for (int i = 0; i < 18; i++) pc_u64(o, (uint64_t)v[i]);
     for (int i = 0; i < 20; i++) pc_u64(o, (uint64_t)win[i]);
 }
 
@@ -946,14 +971,15 @@ static int pc_read_kernel(PcIn *in, Program *p, Kernel *k)
 
 static int pc_read_gemm(PcIn *in, Program *p, GemmSpec *s, const Kernel *epi)
 {
-    int64_t v[17];
+    int64_t v[18];
     memset(s, 0, sizeof *s);
     s->name = pc_getstr(in, &p->arena, 48);
-    for (int i = 0; i < 17; i++) v[i] = (int64_t)pc_get(in);
+    for (int i = 0; i < 18; i++) v[i] = (int64_t)pc_get(in);
     s->dtype = (int)v[0], s->batch = v[1], s->M = v[2], s->N = v[3], s->K = v[4];
     s->sa_b = v[5], s->sa_m = v[6], s->sa_k = v[7], s->sb_b = v[8], s->sb_k = v[9], s->sb_n = v[10];
     s->bias = (int)v[11], s->act = (int)v[12], s->kc = (int)v[14], s->mc = (int)v[15], s->bkeep = v[16] == 1;
-    if ((v[13] && !epi) || (v[16] != 0 && v[16] != 1)) in->bad = 1;
+    s->wino = v[17] == 1;
+    if ((v[13] && !epi) || (v[16] != 0 && v[16] != 1) || (v[17] != 0 && v[17] != 1)) in->bad = 1;
     s->epilogue = v[13] && epi ? epi->name : NULL;
     int64_t win[20]; /* a convolution's window: flags 0 or 1, extents and steps >= 1 */
     for (int i = 0; i < 20; i++) win[i] = (int64_t)pc_get(in);
@@ -1799,4 +1825,6 @@ void program_stats(const Program *p, ProgramStats *st)
     st->tune_cached = p->tune_cached;
     st->from_cache = p->from_cache;
     st->backend = p->t ? p->t->name : "interp";
+    st->wino = 0;
+    for (int s = 0; p->steps && s < p->nsteps; s++) st->wino += p->steps[s].gemm && p->steps[s].gemm->wino;
 }

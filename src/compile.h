@@ -28,6 +28,7 @@ typedef struct {
     const char *backend;
     int tuned, tune_cached;  /* max-autotune: steps whose candidates were timed / whose winner was known */
     int from_cache;          /* 1: steps, plan and module came from the program cache (backend c) */
+    int wino;                /* dots whose spec allows Winograd (GemmSpec.wino); backend c computes them so */
 } ProgramStats;
 
 typedef struct Program Program;

@@ -427,7 +427,7 @@ static Entry *compile(kn_ctx *ctx, Eager *e, const Key *key, uint32_t h, const B
     x->g = build(ctx, key, bind, odt, ond, osh, &out);
     x->prog = x->g ? compile_graph(ctx, x->g, &out, 1, &o) : NULL;
     e->st.compiles++;
-    ProgramStats ps = {0, 0, 0, 0, "interp", 0, 0, 0};
+    ProgramStats ps = {0, 0, 0, 0, "interp", 0, 0, 0, 0};
     if (x->prog) program_stats(x->prog, &ps);
     if (x->prog && !strcmp(ps.backend, "interp")) {
         no_compiler(ctx, e);

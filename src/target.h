@@ -69,6 +69,10 @@ typedef struct GemmSpec {
     int bkeep;                /* 1 (B strided and the same for every batch index): the SIMD dialects also
                                  define NAME_bpack, which packs the whole of B once into a buffer that later
                                  calls take as b[7] instead of packing B themselves (targets/c/gemm.h) */
+    int wino;                 /* 1: B is a 3x3, stride-1, dilation-1 window (win.on, !win.t, batch 1) and the
+                                 product may be computed by Winograd F(2x2, 3x3): a target renders it so
+                                 (targets/c/wino.c; same entry, buffers and epilogue contract, within
+                                 rounding of the direct product) or ignores the flag (computes directly) */
 } GemmSpec;
 
 /* Renders the unit for s in dialect GEMM_SCALAR or GEMM_SIMD, as snprintf:

@@ -77,8 +77,8 @@ static double max_diff(kn_ctx *ctx, kn_tensor *a, kn_tensor *b, int *same_shape)
     *same_shape = kn_ndim(a) == kn_ndim(b) && n == kn_numel(b) && kn_dtype_of(a) == kn_dtype_of(b);
     if (!*same_shape) return INFINITY;
     double worst = 0;
-    kn_tensor *x = kn_to(ctx, a, KN_F64), *y = kn_to(ctx, b, KN_F64);
-    for (int64_t i = 0; i < n; i++) {
+    kn_tensor *x = kn_contiguous(ctx, kn_to(ctx, a, KN_F64)), *y = kn_contiguous(ctx, kn_to(ctx, b, KN_F64));
+    for (int64_t i = 0; i < n; i++) { /* (kn_to of an f64 view is the view itself: its order is not i's) */
         double u = dt_load(KN_F64, tensor_ptr(x, x->offset + i)), v = dt_load(KN_F64, tensor_ptr(y, y->offset + i));
         double d = fabs(u - v) / (1e-6 + fabs(v));
         if (d > worst || d != d) worst = d != d ? INFINITY : d;
@@ -95,8 +95,8 @@ static double max_diff_scaled(kn_ctx *ctx, kn_tensor *a, kn_tensor *b, int *same
     *same_shape = kn_ndim(a) == kn_ndim(b) && n == kn_numel(b) && kn_dtype_of(a) == kn_dtype_of(b);
     if (!*same_shape) return INFINITY;
     double worst = 0, scale = 0;
-    kn_tensor *x = kn_to(ctx, a, KN_F64), *y = kn_to(ctx, b, KN_F64);
-    for (int64_t i = 0; i < n; i++) {
+    kn_tensor *x = kn_contiguous(ctx, kn_to(ctx, a, KN_F64)), *y = kn_contiguous(ctx, kn_to(ctx, b, KN_F64));
+    for (int64_t i = 0; i < n; i++) { /* (kn_to of an f64 view is the view itself: its order is not i's) */
         double u = dt_load(KN_F64, tensor_ptr(x, x->offset + i)), v = dt_load(KN_F64, tensor_ptr(y, y->offset + i));
         double d = fabs(u - v);
         if (d > worst || d != d) worst = d != d ? INFINITY : d;
@@ -122,7 +122,7 @@ static void run_case(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *cons
     int ok = p && program_run(p, ins, n, &got) == KN_OK;
     int same = 0;
     double d = ok ? max_diff(ctx, got, want, &same) : INFINITY;
-    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
+    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
     if (p) program_stats(p, &st);
     CHECK_MSG(ok && same && d < 2e-5, "%s on %s (%s): %s, max rel diff %g", cases[c].name,
               backend == BACKEND_TCC ? "tcc" : "c", st.backend, ok ? "ran" : kn_last_error(ctx), d);
@@ -286,7 +286,7 @@ static void test_autotune(kn_ctx *ctx)
         CompileOpts o = {BACKEND_C, KN_MODE_MAX_AUTOTUNE, 0};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_tensor *got = NULL;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
         if (p) program_stats(p, &st);
         int same = 0;
         double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
@@ -341,7 +341,7 @@ static void test_shared_dots(kn_ctx *ctx)
         double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK
                        ? max_diff_scaled(ctx, got, want, &same)
                        : INFINITY;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
         if (p) program_stats(p, &st);
         CHECK_MSG(same && d < 2e-5, "shared dots on %s: %s, max diff over max %g", st.backend, kn_last_error(ctx), d);
         if (strcmp(st.backend, "interp") != 0) CHECK_MSG(units == 1, "%s: %d dot units for two dots of one spec", st.backend, units);
@@ -386,7 +386,7 @@ static void test_shared_kernels(kn_ctx *ctx)
         Program *p = y[0] && y[1] && y[2] ? compile_graph(ctx, g, outs, 3, &o) : NULL;
         kn_set_logs(ctx, "");
         kn_set_log(ctx, NULL, NULL);
-        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0};
+        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0, 0};
         if (p) program_stats(p, &ps);
         int ok = p && program_run(p, g->input_vals, (int)g->ninputs, got) == KN_OK;
         for (int i = 0; i < 3; i++) {
@@ -407,10 +407,11 @@ static void test_shared_kernels(kn_ctx *ctx)
 /* A convolution is implicit GEMM: the dot template packs its windows
  * straight from the input, so the planned arena holds no im2col buffer
  * (N, C*KH*KW, OH*OW), and the result equals eager's. */
-static void test_conv_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w)
+static void test_conv_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, int pad, int wino)
 {
-    kn_conv_opts co = {{1, 1}, {1, 1}, {1, 1}, {0, 0}, 1};
-    size_t cols = (size_t)(2 * 3 * 3 * 3 * 9 * 11) * sizeof(float); /* x (2, 3, 9, 11), w (4, 3, 3, 3) */
+    kn_conv_opts co = {{1, 1}, {pad, pad}, {1, 1}, {0, 0}, 1};
+    int64_t oh = x->shape[2] + 2 * pad - 2, ow = x->shape[3] + 2 * pad - 2;
+    size_t cols = (size_t)(x->shape[0] * x->shape[1] * 9 * oh * ow) * kn_dtype_size((kn_dtype)x->dtype);
     for (int be = 0; be < 2; be++) {
         kn_scope_begin(ctx);
         kn_tensor *want = kn_conv2d(ctx, x, w, NULL, &co);
@@ -425,12 +426,16 @@ static void test_conv_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w)
         double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK
                        ? max_diff_scaled(ctx, got, want, &same)
                        : INFINITY;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
         if (p) program_stats(p, &st);
-        CHECK_MSG(same && d < 2e-5, "conv window on %s: %s, max diff over max %g", st.backend, kn_last_error(ctx), d);
-        if (strcmp(st.backend, "interp") != 0)
+        CHECK_MSG(same && d < 2e-5, "conv window x (%lld, %lld, %lld, %lld) pad %d on %s: %s, max diff over max %g",
+                  (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], (long long)x->shape[3], pad,
+                  st.backend, kn_last_error(ctx), d);
+        if (strcmp(st.backend, "interp") != 0) {
             CHECK_MSG(st.arena_bytes < cols, "conv on %s: arena %zu bytes holds an im2col buffer (%zu bytes)", st.backend,
                       st.arena_bytes, cols);
+            CHECK_MSG(st.wino == wino, "conv on %s: %d dots by Winograd, want %d", st.backend, st.wino, wino);
+        }
         program_free(p);
         graph_free(g);
         kn_scope_end(ctx);
@@ -460,8 +465,8 @@ static kn_status conv_grad_body(kn_ctx *ctx, void *user, kn_tensor *const *in, i
 
 static void test_conv_backward_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w)
 {
-    size_t cols = (size_t)(3 * 3 * 3 * 2 * 9 * 11) * sizeof(float); /* x (2, 3, 9, 11), w (4, 3, 3, 3) */
-    int64_t sr[4] = {2, 4, 9, 11};
+    size_t cols = (size_t)(x->shape[1] * 9 * x->shape[0] * x->shape[2] * x->shape[3]) * sizeof(float);
+    int64_t sr[4] = {x->shape[0], w->shape[0], x->shape[2], x->shape[3]};
     ConvGrad cg = {kn_param(ctx, kn_add(ctx, x, kn_scalar(ctx, 0))), kn_param(ctx, kn_add(ctx, w, kn_scalar(ctx, 0))),
                    kn_keep(ctx, kn_randn(ctx, KN_F32, 4, sr))};
     kn_tensor *want[2] = {NULL, NULL};
@@ -491,6 +496,34 @@ static void test_conv_backward_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w)
     }
     for (int i = 0; i < 2; i++) kn_free(ctx, want[i]);
     kn_free(ctx, cg.x), kn_free(ctx, cg.w), kn_free(ctx, cg.r);
+}
+
+/* Convolutions that Winograd F(2x2, 3x3) computes on backend c (compile.c's wino_pays: 3x3, stride
+ * 1, >= 32 channels, >= 256 columns): odd output sizes (partial tiles), padding 1 and 0, channels
+ * not multiples of a vector, batch 3 and 1, f64; each equal to eager's (the direct product), one
+ * Winograd dot each (a program of few columns has none); the backward of one, whose input gradient
+ * is such a convolution too (of the output's gradient, 37 -> 35 channels), equal to eager's. */
+static void test_conv_winograd(kn_ctx *ctx)
+{
+    static const int64_t cases[][9] = {
+        /* x (n, c, h, w), channels out, padding, f64, dots by Winograd */
+        {3, 35, 19, 21, 37, 1, 0, 1},
+        {1, 33, 35, 35, 34, 0, 0, 1},
+        {3, 32, 17, 21, 33, 1, 1, 1},
+        {1, 40, 13, 15, 40, 1, 0, 0}, /* 195 columns: directly */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int64_t *c = cases[i];
+        int64_t sx[4] = {c[0], c[1], c[2], c[3]}, sw[4] = {c[4], c[1], 3, 3};
+        kn_dtype dt = c[6] ? KN_F64 : KN_F32;
+        kn_scope_begin(ctx);
+        test_conv_window(ctx, kn_randn(ctx, dt, 4, sx), kn_randn(ctx, dt, 4, sw), (int)c[5], (int)c[7]);
+        kn_scope_end(ctx);
+    }
+    int64_t sx[4] = {3, 35, 19, 21}, sw[4] = {37, 35, 3, 3};
+    kn_scope_begin(ctx);
+    test_conv_backward_window(ctx, kn_randn(ctx, KN_F32, 4, sx), kn_randn(ctx, KN_F32, 4, sw));
+    kn_scope_end(ctx);
 }
 
 /* The program cache (backend c): in a fresh $KILN_CACHE_DIR a program (a dot
@@ -541,7 +574,7 @@ static int cached_pass(kn_ctx *ctx, kn_tensor *const *in, kn_tensor *want, const
     CompileOpts o = {BACKEND_C, KN_MODE_DEFAULT, 0};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *got = NULL;
-    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0};
+    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
     if (p) program_stats(p, &st);
     int same = 0;
     double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
@@ -679,8 +712,9 @@ int main(void)
     test_shared_dots(ctx);
     test_shared_kernels(ctx);
     test_program_cache(ctx, in);
-    test_conv_window(ctx, in[4], in[5]);
+    test_conv_window(ctx, in[4], in[5], 1, 0);
     test_conv_backward_window(ctx, in[4], in[5]);
+    test_conv_winograd(ctx);
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         run_case(ctx, (int)c, BACKEND_TCC, in, MAXIN);
         run_case(ctx, (int)c, BACKEND_C, in, MAXIN);

@@ -515,9 +515,73 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
     case_free(&c);
 }
 
+/* Winograd F(2x2, 3x3) (GemmSpec.wino, wino.c) on a 3x3 stride-1 window: GEMM_SIMD_HOST and
+ * GEMM_SIMD against the double reference at the same tolerance, one thread and 2 and 3 tasks (the same
+ * C bitwise: every element is computed by one task in the same order), the epilogue (by name and by
+ * pointer) on every column once; odd output sizes (partial tiles), padding 0 and 1, channels not
+ * multiples of the vector width, several chunks of tile rows. The scalar and runtime dialects compute
+ * the same spec directly. */
+static int wino_cases;
+static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t M, int bias, int act,
+                      int epi)
+{
+    Case cs;
+    int64_t batch, N, K;
+    void *bufs[7];
+    char why[256];
+    win_geometry(0, n, 1, c, h, w, 3, 3, 1, 1, pad, pad, 1, 1, &batch, &N, &K);
+    case_init(&cs, dt, batch, M, N, K, (int)(M % 2), 0, bias, act);
+    memset(&g_win, 0, sizeof g_win);
+    if (epi) case_epilogue(&cs);
+    cs.s.wino = 1;
+    for (int d = 0; d < 2; d++) {
+        char *src = with_epilogue(&cs, render(&cs.s, d ? GEMM_SIMD : GEMM_SIMD_HOST));
+        CHECK(src && strstr(src, "winograd") != NULL);
+        PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+        CHECK_MSG(m != NULL, "cc winograd: %s", src ? why : "render");
+        void *p = m ? port_jit_sym(m, "kgemm") : NULL;
+        Kern f = NULL;
+        if (m && CHECK(p != NULL)) {
+            size_t bytes = (size_t)(cs.nc + 2 * GUARD) * (dt == GEMM_F32 ? 4 : 8);
+            void *Cg1 = malloc(bytes);
+            memcpy(&f, &p, sizeof p);
+            f(case_bufs(&cs, bufs));
+            case_check(&cs, d ? "winograd/simd" : "winograd/host");
+            if (Cg1) memcpy(Cg1, cs.Cg, bytes);
+            for (int th = 2; th <= 3 && Cg1; th++) {
+                KnParallel par = {counted_for, th};
+                port_set_threads(th);
+                case_bufs(&cs, bufs);
+                bufs[4] = &par;
+                f(bufs);
+                CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "winograd %d threads: C differs from one thread's", th);
+            }
+            port_set_threads(0);
+            if (epi) {
+                void *q = port_jit_sym(m, cs.s.epilogue);
+                Epi counting = epi_counting;
+                case_bufs(&cs, bufs);
+                memcpy(&bufs[6], &counting, sizeof counting);
+                if (CHECK(q != NULL)) {
+                    memcpy(&epi_inner, &q, sizeof q);
+                    epi_calls = 0;
+                    f(bufs);
+                    case_check(&cs, "winograd, epilogue by pointer");
+                    CHECK(epi_calls > 0);
+                }
+            }
+            free(Cg1);
+            wino_cases++;
+        }
+        port_jit_free(m);
+        free(src);
+    }
+    case_free(&cs);
+}
+
 static void test_render_api(void)
 {
-    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}, 0};
+    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}, 0, 0};
     char small[16];
     size_t n = gemm_render(&s, GEMM_SIMD, NULL, 0);
     CHECK(n > 100);
@@ -631,6 +695,14 @@ int main(void)
             CHECK(keep_runs == 10);
         }
         if (cc) {
+            /* n, c, h, w, pad, M (channels out), bias, act, epilogue */
+            wino_case(GEMM_F32, 1, 17, 9, 11, 1, 19, 0, GEMM_ACT_NONE, 0);
+            wino_case(GEMM_F32, 3, 5, 7, 5, 0, 33, 1, GEMM_ACT_RELU, 1);
+            wino_case(GEMM_F32, 3, 33, 13, 15, 1, 7, 0, GEMM_ACT_GELU_TANH, 1);
+            wino_case(GEMM_F32, 2, 1100, 15, 15, 1, 64, 0, GEMM_ACT_NONE, 1); /* 3 chunks (cut mid-image), transposed GEMM */
+            wino_case(GEMM_F32, 1, 3, 3, 3, 0, 2, 0, GEMM_ACT_NONE, 0);    /* one output */
+            wino_case(GEMM_F64, 3, 17, 6, 7, 1, 21, 1, GEMM_ACT_NONE, 1);
+            printf("gemm: winograd %d units run\n", wino_cases);
             printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
                    "%d of them with A packed once, shared, %d by rows\n",
                    isa_runs[0], isa_runs[1], isa_runs[2], par_runs, shared_runs, row_runs);

@@ -452,6 +452,14 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
         put(o, "        for (j = 0; j < w; j++) %s_%s_wseg(B, d + j, %d, kc, pc, jc + q + j);\n"
                "        for (j = w; j < %d; j++)\n            for (k = 0; k < kc; k++) d[k * %d + j] = 0;\n",
             n, id, nr, nr, nr);
+    } else if (s->sb_n == 1) { /* rows of B contiguous: a whole panel row is one copy (gcc -O2 left the
+                                 * element loop scalar: 84% of a batched GEMM's packing, 9% of its time) */
+        put(o, "        for (k = 0; k < kc; k++) {\n"
+               "            const T *src = B + (pc + k) * %lld + jc + q;\n"
+               "            if (w == %d)\n                memcpy(d + k * %d, src, sizeof(T) * %d);\n"
+               "            else {\n                for (j = 0; j < w; j++) d[k * %d + j] = src[j];\n"
+               "                for (; j < %d; j++) d[k * %d + j] = 0;\n            }\n        }\n",
+            (ll)s->sb_k, nr, nr, nr, nr, nr, nr);
     } else if (abs_ll(s->sb_n) <= abs_ll(s->sb_k)) {
         put(o, "        for (k = 0; k < kc; k++) {\n"
                "            const T *src = B + (pc + k) * %lld + (jc + q) * %lld;\n"
@@ -725,6 +733,8 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
             s->N != (w->t ? rows : cols))
             return 0;
     }
+    if (s->wino && !wino_valid(s)) return 0;
+    if (s->wino && (dialect == GEMM_SIMD || dialect == GEMM_SIMD_HOST)) return wino_render(s, dialect, buf, cap);
     o.buf = buf;
     o.cap = buf ? cap : 0;
     o.len = 0;

@@ -119,6 +119,16 @@ typedef struct KnParallel {
     int threads;
 } KnParallel;
 
+/* spec.wino (src/target.h): GEMM_SIMD and GEMM_SIMD_HOST render the product
+ * by Winograd F(2x2, 3x3) (wino.c: the same entry NAME(b), b[0..6] as
+ * above; epilogue called on each output channel's run of columns, t 0;
+ * a batched GEMM unit NAME_wg of the dialect inside; no NAME_isa);
+ * GEMM_SCALAR and GEMM_RUNTIME compute the product directly. A spec with
+ * wino but not wino_valid (3x3 stride-1 dilation-1 forward window, batch
+ * 1) is invalid. */
+int wino_valid(const GemmSpec *s);
+size_t wino_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
+
 enum { GEMM_SCALAR = 0, GEMM_SIMD = 1, GEMM_SIMD_HOST = 2, GEMM_RUNTIME = 3 };
 size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
 
