@@ -539,29 +539,32 @@ static kn_tensor *phase_grad(kn_ctx *ctx, kn_tensor *g, kn_tensor *w, const Conv
 /* The gradient of a strided convolution's input x from the output's g: each of x's s_h*s_w phases
  * (rows = ph mod s_h, columns = pw mod s_w) is a stride-1 convolution of g with the weight's taps
  * that reach that phase (phase_grad), together the forward's multiply-adds, with no columns and no
- * col2im. Each phase is zero-padded into its place in (N, C, H', s_h, W', s_w) and the phases added
- * (each element has one non-zero term, so the adds are exact). Phases no tap reaches stay zero.
- * g (N, O, OH, OW), w (O, C/G, KH, KW) -> (N, C, H, W) */
+ * col2im. The phases are interleaved by selects over (N, C, H', s_h, W', s_w): each phase,
+ * broadcast along the two phase dims, is chosen where a constant mask marks its place. (Padding
+ * each phase into place and adding would give the fused kernel one guarded load per phase through
+ * the padded size-1 dims, indices a simplifier cannot reduce; a broadcast's stride is 0.) Phases no
+ * tap reaches stay zero.  g (N, O, OH, OW), w (O, C/G, KH, KW) -> (N, C, H, W) */
 static kn_tensor *conv_grad_phases(kn_ctx *ctx, kn_tensor *g, kn_tensor *w, const Conv *cv)
 {
     const Axis *ax = cv->ax;
     int64_t sh = ax[0].stride, sw = ax[1].stride, qh = (ax[0].size + sh - 1) / sh, qw = (ax[1].size + sw - 1) / sw;
-    int64_t six[6] = {cv->n, cv->c, qh, 1, qw, 1}, four[4] = {cv->n, cv->c, qh * sh, qw * sw};
-    kn_tensor *sum = NULL;
+    int64_t six[6] = {cv->n, cv->c, qh, 1, qw, 1}, full[6] = {cv->n, cv->c, qh, sh, qw, sw};
+    int64_t four[4] = {cv->n, cv->c, qh * sh, qw * sw}, one[6] = {1, 1, 1, 1, 1, 1};
+    kn_tensor *dx = p_full(ctx, cv->dt, 6, full, 0.0); // (N, C, H', s_h, W', s_w)
     for (int64_t ph = 0; ph < sh; ph++)
         for (int64_t pw = 0; pw < sw; pw++) {
             Phase p[2] = {phase_of(&ax[0], ph), phase_of(&ax[1], pw)};
             if (!p[0].n || !p[1].n || !p[0].out || !p[1].out) continue;
-            kn_tensor *y = phase_grad(ctx, g, w, cv, p);                            // (N, C, OUT_h, OUT_w)
+            kn_tensor *y = phase_grad(ctx, g, w, cv, p);                        // (N, C, OUT_h, OUT_w)
+            y = pad_hw(ctx, y, 0, qh - p[0].out, 0, qw - p[1].out, 0.0);       // (N, C, H', W')
+            y = p_expand(ctx, p_reshape(ctx, y, 6, six), 6, full);             // (N, C, H', s_h, W', s_w)
             int64_t before[6] = {0, 0, 0, ph, 0, pw}, after[6] = {0, 0, 0, sh - 1 - ph, 0, sw - 1 - pw};
-            y = pad_hw(ctx, y, 0, qh - p[0].out, 0, qw - p[1].out, 0.0);           // (N, C, H', W')
-            y = p_pad(ctx, p_reshape(ctx, y, 6, six), before, after, 0.0);          // (N, C, H', s_h, W', s_w)
-            sum = sum ? prim2(ctx, OP_ADD, sum, y) : y;
-            if (!sum) return NULL;
+            kn_tensor *m = p_pad(ctx, p_full(ctx, KN_BOOL, 6, one, 1.0), before, after, 0.0); // (1, 1, 1, s_h, 1, s_w)
+            dx = p_where(ctx, p_expand(ctx, m, 6, full), y, dx);
+            if (!dx) return NULL;
         }
-    if (!sum) return p_full(ctx, cv->dt, 4, (const int64_t[]){cv->n, cv->c, ax[0].size, ax[1].size}, 0.0);
-    sum = p_reshape(ctx, sum, 4, four);                                             // (N, C, H'*s_h, W'*s_w)
-    return p_slice(ctx, p_slice(ctx, sum, 2, 0, ax[0].size, 1), 3, 0, ax[1].size, 1);
+    dx = p_reshape(ctx, dx, 4, four);                                           // (N, C, H'*s_h, W'*s_w)
+    return p_slice(ctx, p_slice(ctx, dx, 2, 0, ax[0].size, 1), 3, 0, ax[1].size, 1);
 }
 
 /* ---- pooling ---- */
