@@ -36,7 +36,7 @@ typedef struct {
     CustomVjp fn;         /* custom entries: the backward and what it saved */
     kn_tensor *saved[4];
     int nsaved;
-    int64_t args[4];
+    int64_t args[6];
     RegionVjp rfn;        /* region entries (a compiled function): every grad at once */
     void (*rfree)(kn_ctx *ctx, void *user);
     void *ruser;
@@ -142,7 +142,7 @@ kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *cons
                            kn_tensor *const *saved, const int64_t *args, int nargs, CustomVjp fn)
 {
     if (!out || !autodiff_wants(ctx, nin, in)) return out;
-    KN_ASSERT(nin <= 3 && nsaved <= 4 && nargs <= 4);
+    KN_ASSERT(nin <= 3 && nsaved <= 4 && nargs <= 6);
     for (int i = 0; i < nsaved; i++)
         if (!saved[i]) return NULL; /* a failed forward piece: its error is set */
     Entry *e = new_entry(ctx);

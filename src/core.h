@@ -274,7 +274,7 @@ int autodiff_wants(const kn_ctx *ctx, int n, kn_tensor *const *src);
 kn_status autodiff_record(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, kn_tensor *out);
 typedef kn_tensor *(*CustomVjp)(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which);
 /* out = f(in[0..nin)) computed with grad off; fn(g, saved, args, i) gives
- * d/d in[i]. Up to 3 inputs, 4 saved tensors and 4 integer arguments. */
+ * d/d in[i]. Up to 3 inputs, 4 saved tensors and 6 integer arguments. */
 kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, int nsaved,
                            kn_tensor *const *saved, const int64_t *args, int nargs, CustomVjp fn);
 int autodiff_custom_wanted(kn_ctx *ctx, kn_tensor *x); /* grad wanted for x and custom rules on */

@@ -9,8 +9,9 @@
  * C/G*KH*KW) by one dot. conv1d is conv2d with a unit H. conv_transpose2d
  * is conv2d, stride 1, over the zero-stuffed and re-padded input with the
  * flipped weight; a stride-1 convolution's input gradient is such a
- * transposed convolution too (conv_vjp), not the columns' gradient summed
- * back. The pools take the same window slices and combine them by
+ * transposed convolution too (conv_vjp), and a strided one's is one
+ * stride-1 convolution per phase of the input (conv_grad_phases), not the
+ * columns' gradient summed back. The pools take the same window slices and combine them by
  * max or by sum; adaptive average pooling multiplies by two 0/1 pooling
  * matrices. The norms are sums and pointwise ops in the input's float dtype
  * (f32 for f16/bf16).
@@ -336,29 +337,32 @@ static kn_tensor *conv_gemm(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *
 }
 
 static kn_tensor *conv_transpose2d_op(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const kn_conv_opts *o);
+static kn_tensor *conv_grad_phases(kn_ctx *ctx, kn_tensor *g, kn_tensor *w, const Conv *cv);
 
-/* The hand-written backward of a stride-1 convolution (x and w NCHW, saved[0] and [1]; args: padding
- * and dilation of H and W). Derived through the window views, x's gradient would be the columns'
- * gradient, W^T . g, (C/G*KH*KW, N*OH*OW): KH*KW times x's size, materialised and then summed back
- * into x by KH*KW shifted gathers (col2im). As torch's convolution_backward does, it is instead the
- * transposed convolution of g with w, which at stride 1 is a stride-1 convolution of g (padded by
- * dilation*(k-1) - padding) with the flipped weight: an implicit GEMM of the forward's cost with
- * no columns. (At stride s that convolution runs over the zero-stuffed g, s^2 times the work, so
- * strided convolutions keep the derived backward.) w's gradient is the derived one, g . cols^T. */
+/* The hand-written backward of a convolution (x and w NCHW, saved[0] and [1]; args: padding,
+ * dilation and stride of H and W). Derived through the window views, x's gradient would be the
+ * columns' gradient, W^T . g, (C/G*KH*KW, N*OH*OW): KH*KW times x's size, materialised and then
+ * summed back into x by KH*KW shifted gathers (col2im). As torch's convolution_backward does, it is
+ * instead the transposed convolution of g with w. At stride 1 that is a stride-1 convolution of g
+ * (padded by dilation*(k-1) - padding) with the flipped weight: an implicit GEMM of the forward's
+ * cost with no columns. At stride s it would run over the zero-stuffed g, s^2 times the work, so it
+ * is split into the input's s_h*s_w phases instead (conv_grad_phases). w's gradient is the derived
+ * one, g . cols^T. */
 static kn_tensor *conv_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which)
 {
     kn_tensor *x = saved[0], *w = saved[1];
     int64_t groups = x->shape[1] / w->shape[1];
-    if (which == 0) {
-        kn_conv_opts o = {{1, 1}, {(int)args[0], (int)args[1]}, {(int)args[2], (int)args[3]}, {0, 0}, (int)groups};
-        return conv_transpose2d_op(ctx, g, w, NULL, &o); // (N, C, H, W)
-    }
     Conv cv;
     cv.n = x->shape[0], cv.c = x->shape[1], cv.o = w->shape[0], cv.g = groups, cv.dt = (kn_dtype)x->dtype;
     for (int i = 0; i < 2; i++) {
         Axis *ax = &cv.ax[i];
-        ax->size = x->shape[2 + i], ax->k = w->shape[2 + i], ax->stride = 1, ax->pad = args[i], ax->dil = args[2 + i];
-        ax->out = g->shape[2 + i];
+        ax->size = x->shape[2 + i], ax->k = w->shape[2 + i], ax->stride = args[4 + i], ax->pad = args[i];
+        ax->dil = args[2 + i], ax->out = g->shape[2 + i];
+    }
+    if (which == 0 && (args[4] > 1 || args[5] > 1)) return conv_grad_phases(ctx, g, w, &cv); // (N, C, H, W)
+    if (which == 0) {
+        kn_conv_opts o = {{1, 1}, {(int)args[0], (int)args[1]}, {(int)args[2], (int)args[3]}, {0, 0}, (int)groups};
+        return conv_transpose2d_op(ctx, g, w, NULL, &o); // (N, C, H, W)
     }
     int64_t yg[5] = {cv.n, groups, cv.o / groups, cv.ax[0].out, cv.ax[1].out};
     int64_t gshape[3] = {groups, cv.o / groups, cv.n * cv.ax[0].out * cv.ax[1].out};
@@ -368,7 +372,7 @@ static kn_tensor *conv_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, c
     return p_reshape(ctx, dw, 4, w->shape);
 }
 
-/* conv_gemm, with conv_vjp as its backward where the stride is 1, x's gradient is wanted and the
+/* conv_gemm, with conv_vjp as its backward where x's gradient is wanted and the
  * columns outnumber the output channels; the bias stays outside (derived). The flipped weight that
  * the transposed convolution reads, (C, O/G*KH*KW), is a transposing copy of w, O*C/G*KH*KW
  * elements gathered across w's rows, where col2im's buffer is C/G*KH*KW * N*OH*OW: where the
@@ -376,15 +380,14 @@ static kn_tensor *conv_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, c
  * stage 4 at B = 16: 256 columns, 512 channels; its train step ran 1.05x slower with it). */
 static kn_tensor *conv_gemm_grad(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const Conv *cv)
 {
-    if (cv->ax[0].stride != 1 || cv->ax[1].stride != 1 || cv->n * cv->ax[0].out * cv->ax[1].out < cv->o ||
-        !autodiff_custom_wanted(ctx, x))
+    if (cv->n * cv->ax[0].out * cv->ax[1].out < cv->o || !autodiff_custom_wanted(ctx, x))
         return conv_gemm(ctx, x, w, b, cv);
     int was = kn_set_grad_enabled(ctx, 0);
     kn_tensor *y = conv_gemm(ctx, x, w, NULL, cv);
     kn_set_grad_enabled(ctx, was);
-    int64_t args[4] = {cv->ax[0].pad, cv->ax[1].pad, cv->ax[0].dil, cv->ax[1].dil};
+    int64_t args[6] = {cv->ax[0].pad, cv->ax[1].pad, cv->ax[0].dil, cv->ax[1].dil, cv->ax[0].stride, cv->ax[1].stride};
     kn_tensor *in[2] = {x, w};
-    y = autodiff_custom(ctx, y, 2, in, 2, in, args, 4, conv_vjp);
+    y = autodiff_custom(ctx, y, 2, in, 2, in, args, 6, conv_vjp);
     int64_t bshape[4] = {1, cv->o, 1, 1};
     return b && y ? bin(ctx, OP_ADD, y, p_reshape(ctx, b, 4, bshape), cv->dt) : y;
 }
@@ -483,6 +486,85 @@ kn_tensor *kn_conv_transpose2d(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tenso
     if (!optional_ok(ctx, b)) return LEAVE(ctx, NULL);
     kn_tensor *y = conv_transpose2d_op(ctx, x, w, b, o);
     return LEAVE(ctx, y);
+}
+
+/* ---- a strided convolution's input gradient, phase by phase ---- */
+
+/* One axis of one phase of the input: the positions i = s*q + ph, q < out. The kernel taps that
+ * reach them are those with k*dil = ph + pad (mod s), n of them, k0 + j*step (step = s / gcd(s,
+ * dil)); tap j reads g at q + (ph + pad - k_j*dil) / s, an offset that falls by dil*step/s per tap.
+ * So the phase is a stride-1 convolution of g, cropped or padded by lo before and hi after, with
+ * the n taps flipped at dilation dil*step/s. */
+typedef struct {
+    int64_t out, n, k0, step, dil, lo, hi;
+} Phase;
+
+static int64_t mod(int64_t a, int64_t m) { return (a % m + m) % m; }
+
+static Phase phase_of(const Axis *ax, int64_t ph)
+{
+    Phase p = {0, 0, 0, 0, 1, 0, 0};
+    int64_t s = ax->stride;
+    p.out = ph < ax->size ? (ax->size - ph + s - 1) / s : 0;
+    for (int64_t k = 0; k < ax->k; k++) {
+        if (mod(k * ax->dil - ph - ax->pad, s)) continue;
+        if (p.n == 0) p.k0 = k;
+        if (p.n == 1) p.step = k - p.k0;
+        p.n++;
+    }
+    if (p.n == 0 || p.out == 0) return p;
+    if (p.n > 1) p.dil = ax->dil * p.step / s;
+    p.lo = -(ph + ax->pad - (p.k0 + (p.n - 1) * p.step) * ax->dil) / s;
+    p.hi = p.out + (p.n - 1) * p.dil - ax->out - p.lo;
+    return p;
+}
+
+/* Input phase (ph, pw)'s gradient, a stride-1 convolution of g with w's taps of that phase,
+ * flipped.  // (N, C, OUT_h, OUT_w) */
+static kn_tensor *phase_grad(kn_ctx *ctx, kn_tensor *g, kn_tensor *w, const Conv *cv, const Phase *p)
+{
+    Conv inner = *cv;
+    inner.c = cv->o, inner.o = cv->c;
+    kn_tensor *ws = w;
+    for (int i = 0; i < 2; i++) {
+        Axis *ax = &inner.ax[i];
+        g = pad_or_crop(ctx, g, 2 + i, p[i].lo, p[i].hi);
+        ws = p_slice(ctx, ws, 2 + i, p[i].k0, p[i].n, p[i].n > 1 ? p[i].step : 1);
+        ax->size = p[i].out + (p[i].n - 1) * p[i].dil, ax->k = p[i].n, ax->stride = 1, ax->pad = 0;
+        ax->dil = p[i].dil, ax->out = p[i].out;
+    }
+    return conv_gemm(ctx, g, flip_weight(ctx, ws, cv->g), NULL, &inner);
+}
+
+/* The gradient of a strided convolution's input x from the output's g: each of x's s_h*s_w phases
+ * (rows = ph mod s_h, columns = pw mod s_w) is a stride-1 convolution of g with the weight's taps
+ * that reach that phase (phase_grad), together the forward's multiply-adds, with no columns and no
+ * col2im. The phases are interleaved by selects over (N, C, H', s_h, W', s_w): each phase,
+ * broadcast along the two phase dims, is chosen where a constant mask marks its place. (Padding
+ * each phase into place and adding would give the fused kernel one guarded load per phase through
+ * the padded size-1 dims, indices a simplifier cannot reduce; a broadcast's stride is 0.) Phases no
+ * tap reaches stay zero.  g (N, O, OH, OW), w (O, C/G, KH, KW) -> (N, C, H, W) */
+static kn_tensor *conv_grad_phases(kn_ctx *ctx, kn_tensor *g, kn_tensor *w, const Conv *cv)
+{
+    const Axis *ax = cv->ax;
+    int64_t sh = ax[0].stride, sw = ax[1].stride, qh = (ax[0].size + sh - 1) / sh, qw = (ax[1].size + sw - 1) / sw;
+    int64_t six[6] = {cv->n, cv->c, qh, 1, qw, 1}, full[6] = {cv->n, cv->c, qh, sh, qw, sw};
+    int64_t four[4] = {cv->n, cv->c, qh * sh, qw * sw}, one[6] = {1, 1, 1, 1, 1, 1};
+    kn_tensor *dx = p_full(ctx, cv->dt, 6, full, 0.0); // (N, C, H', s_h, W', s_w)
+    for (int64_t ph = 0; ph < sh; ph++)
+        for (int64_t pw = 0; pw < sw; pw++) {
+            Phase p[2] = {phase_of(&ax[0], ph), phase_of(&ax[1], pw)};
+            if (!p[0].n || !p[1].n || !p[0].out || !p[1].out) continue;
+            kn_tensor *y = phase_grad(ctx, g, w, cv, p);                        // (N, C, OUT_h, OUT_w)
+            y = pad_hw(ctx, y, 0, qh - p[0].out, 0, qw - p[1].out, 0.0);       // (N, C, H', W')
+            y = p_expand(ctx, p_reshape(ctx, y, 6, six), 6, full);             // (N, C, H', s_h, W', s_w)
+            int64_t before[6] = {0, 0, 0, ph, 0, pw}, after[6] = {0, 0, 0, sh - 1 - ph, 0, sw - 1 - pw};
+            kn_tensor *m = p_pad(ctx, p_full(ctx, KN_BOOL, 6, one, 1.0), before, after, 0.0); // (1, 1, 1, s_h, 1, s_w)
+            dx = p_where(ctx, p_expand(ctx, m, 6, full), y, dx);
+            if (!dx) return NULL;
+        }
+    dx = p_reshape(ctx, dx, 4, four);                                           // (N, C, H'*s_h, W'*s_w)
+    return p_slice(ctx, p_slice(ctx, dx, 2, 0, ax[0].size, 1), 3, 0, ax[1].size, 1);
 }
 
 /* ---- pooling ---- */

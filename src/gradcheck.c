@@ -383,10 +383,18 @@ static kn_tensor *t_conv2d(kn_ctx *ctx, Case *c, int v)
         kn_tensor *x = in(c, D_NORMAL, 4, 2, 1, 5, 5), *w = in(c, D_NORMAL, 4, 2, 1, 2, 2);
         return kn_conv2d(ctx, x, w, NULL, &(kn_conv_opts){.stride = {1, 2}, .padding = {0, 1}, .dilation = {2, 2}});
     }
-    /* stride 1 (the hand-written backward): groups, dilation, padding beyond dilation * (k - 1) in H
-     * (its transposed convolution crops) and none in W */
-    kn_tensor *x = in_t(c, D_NORMAL, 4, 1, 4, 5, 6), *w = in(c, D_NORMAL, 4, 4, 2, 2, 3), *b = in(c, D_NORMAL, 1, 4);
-    return kn_conv2d(ctx, x, w, b, &(kn_conv_opts){.padding = {3, 0}, .dilation = {2, 1}, .groups = 2});
+    if (v == 3) { /* stride 1 (the hand-written backward): groups, dilation, padding beyond dilation * (k - 1)
+                   * in H (its transposed convolution crops) and none in W */
+        kn_tensor *x = in_t(c, D_NORMAL, 4, 1, 4, 5, 6), *w = in(c, D_NORMAL, 4, 4, 2, 2, 3), *b = in(c, D_NORMAL, 1, 4);
+        return kn_conv2d(ctx, x, w, b, &(kn_conv_opts){.padding = {3, 0}, .dilation = {2, 1}, .groups = 2});
+    }
+    if (v == 4) { /* stride 3 by 2 (x's gradient by phases), dilation coprime to the stride in H */
+        kn_tensor *x = in_t(c, D_NORMAL, 4, 2, 2, 8, 7), *w = in(c, D_NORMAL, 4, 2, 2, 3, 2);
+        return kn_conv2d(ctx, x, w, NULL, &(kn_conv_opts){.stride = {3, 2}, .padding = {2, 1}, .dilation = {2, 3}});
+    }
+    /* a padded 1x1 at stride 2: phases no tap reaches */
+    kn_tensor *x = in(c, D_NORMAL, 4, 2, 2, 5, 4), *w = in(c, D_NORMAL, 4, 3, 2, 1, 1), *b = in(c, D_NORMAL, 1, 3);
+    return kn_conv2d(ctx, x, w, b, &(kn_conv_opts){.stride = {2, 2}, .padding = {1, 0}});
 }
 
 static kn_tensor *t_conv_transpose2d(kn_ctx *ctx, Case *c, int v)
@@ -878,7 +886,7 @@ static const Check checks[] = {
     {"matmul", .body = t_matmul, .ncases = 5},
     {"bmm", .body = t_bmm, .ncases = 2},
     {"conv1d", .body = t_conv1d, .ncases = 2},
-    {"conv2d", .body = t_conv2d, .ncases = 4},
+    {"conv2d", .body = t_conv2d, .ncases = 6},
     {"conv_transpose2d", .body = t_conv_transpose2d, .ncases = 3},
     {"max_pool2d", .body = t_max_pool2d, .ncases = 4},
     {"avg_pool2d", .body = t_avg_pool2d, .ncases = 4},

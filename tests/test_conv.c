@@ -225,6 +225,78 @@ static void test_conv2d_layouts(kn_ctx *ctx)
     kn_scope_end(ctx);
 }
 
+/* x's and w's gradients of sum(conv2d(x, w) * gy), scattered back by the
+ * forward's own index rule: dx[n, c, i*sh - ph + ki*dh, ...] += gy * w,
+ * dw[o, c', ki, kj] += gy * x. */
+static void ref_conv2d_grads(const Geo *q, const double *x, const double *w, const double *gy, double *dx, double *dw)
+{
+    int oh = conv_out(q->h, q->kh, q->sh, q->ph, q->dh), ow = conv_out(q->w, q->kw, q->sw, q->pw, q->dw);
+    int cg = q->c / q->g, og = q->o / q->g;
+    memset(dx, 0, (size_t)q->n * q->c * q->h * q->w * sizeof *dx);
+    memset(dw, 0, (size_t)q->o * cg * q->kh * q->kw * sizeof *dw);
+    for (int n = 0; n < q->n; n++)
+        for (int o = 0; o < q->o; o++)
+            for (int i = 0; i < oh; i++)
+                for (int j = 0; j < ow; j++)
+                    for (int ci = 0; ci < cg; ci++)
+                        for (int ki = 0; ki < q->kh; ki++)
+                            for (int kj = 0; kj < q->kw; kj++) {
+                                int c = o / og * cg + ci, hi = i * q->sh - q->ph + ki * q->dh,
+                                    wj = j * q->sw - q->pw + kj * q->dw;
+                                if (hi < 0 || hi >= q->h || wj < 0 || wj >= q->w) continue;
+                                double g = gy[((n * q->o + o) * oh + i) * ow + j];
+                                int xi = ((n * q->c + c) * q->h + hi) * q->w + wj, wi = ((o * cg + ci) * q->kh + ki) * q->kw + kj;
+                                dx[xi] += g * w[wi];
+                                dw[wi] += g * x[xi];
+                            }
+}
+
+/* The gradients of strided convolutions (x's is computed phase by phase,
+ * conv_grad_phases) against the reference: phases with several taps, one
+ * tap and none (a 1x1 kernel at stride 2, padded: odd rows get no
+ * gradient), stride beyond the kernel, dilation sharing a factor with the
+ * stride and not, H below the stride, groups, odd sizes. The output has at
+ * least as many positions as channels, so the hand-written backward runs. */
+static void test_conv2d_strided_grad(kn_ctx *ctx)
+{
+    static const Geo geos[] = {
+        /* n c  h  w  o kh kw g sh sw ph pw dh dw */
+        {2, 3, 9, 7, 4, 3, 3, 1, 2, 2, 1, 1, 1, 1, 0, 0}, /* ResNet's downsampling 3x3, odd sizes */
+        {2, 4, 8, 9, 6, 1, 1, 2, 2, 2, 0, 0, 1, 1, 0, 0}, /* its 1x1 shortcut, groups */
+        {1, 2, 7, 6, 3, 1, 1, 1, 2, 3, 1, 1, 1, 1, 0, 0}, /* 1x1 padded: phases without taps */
+        {2, 2, 11, 10, 2, 3, 2, 1, 3, 2, 2, 1, 2, 3, 0, 0}, /* dilation coprime to the stride */
+        {1, 4, 10, 9, 4, 3, 3, 2, 2, 2, 2, 1, 2, 2, 0, 0}, /* dilation a multiple of the stride */
+        {2, 3, 1, 9, 3, 1, 3, 1, 2, 2, 0, 1, 1, 1, 0, 0}, /* H = 1 below the stride */
+        {1, 2, 9, 8, 2, 2, 2, 1, 3, 3, 0, 0, 1, 1, 0, 0}, /* stride beyond the kernel: rows never read */
+        {1, 3, 12, 13, 3, 5, 4, 3, 2, 3, 4, 2, 3, 1, 0, 0}, /* depthwise, large padding */
+    };
+    for (size_t k = 0; k < sizeof geos / sizeof *geos; k++)
+        for (int f64 = 0; f64 < 2; f64++) {
+            const Geo *q = &geos[k];
+            kn_dtype dt = f64 ? KN_F64 : KN_F32;
+            kn_scope_begin(ctx);
+            int oh = conv_out(q->h, q->kh, q->sh, q->ph, q->dh), ow = conv_out(q->w, q->kw, q->sw, q->pw, q->dw);
+            int64_t xs[4] = {q->n, q->c, q->h, q->w}, ws[4] = {q->o, q->c / q->g, q->kh, q->kw}, ys[4] = {q->n, q->o, oh, ow};
+            double *x = rand_data(dt, 4, xs), *w = rand_data(dt, 4, ws), *gy = rand_data(dt, 4, ys);
+            double *dx = malloc((size_t)numel(4, xs) * sizeof *dx), *dw = malloc((size_t)numel(4, ws) * sizeof *dw);
+            ref_conv2d_grads(q, x, w, gy, dx, dw);
+            kn_conv_opts o = opts_of(q);
+            kn_tensor *xt = kn_requires_grad(ctx, make(ctx, dt, 4, xs, x), 1);
+            kn_tensor *wt = kn_requires_grad(ctx, make(ctx, dt, 4, ws, w), 1);
+            kn_tensor *l = kn_sum(ctx, kn_mul(ctx, kn_conv2d(ctx, xt, wt, NULL, &o), make(ctx, dt, 4, ys, gy)), NULL, 0, 0);
+            int ok = kn_backward(ctx, l, 0) == KN_OK;
+            double rtol = f64 ? 1e-12 : RTOL, atol = f64 ? 1e-12 : ATOL;
+            CHECK_MSG(ok && matches(ctx, kn_grad(ctx, xt), 4, xs, dx, rtol, atol) &&
+                          matches(ctx, kn_grad(ctx, wt), 4, ws, dw, rtol, atol),
+                      "conv2d grad %s n%d c%d %dx%d o%d k%dx%d g%d s%d,%d p%d,%d d%d,%d (%s)", f64 ? "f64" : "f32",
+                      q->n, q->c, q->h, q->w, q->o, q->kh, q->kw, q->g, q->sh, q->sw, q->ph, q->pw, q->dh, q->dw,
+                      ok ? "" : kn_last_error(ctx));
+            free(x), free(w), free(gy), free(dx), free(dw);
+            kn_free(ctx, xt), kn_free(ctx, wt);
+            kn_scope_end(ctx);
+        }
+}
+
 /* conv1d is conv2d with H = 1: OL = (13 + 2 - 2*2 - 1) / 2 + 1 = 6 */
 static void test_conv1d(kn_ctx *ctx)
 {
@@ -704,6 +776,7 @@ int main(void)
     size_t live = kn_live_tensors(ctx);
     test_conv2d(ctx);
     test_conv2d_layouts(ctx);
+    test_conv2d_strided_grad(ctx);
     test_conv1d(ctx);
     test_conv_transpose2d(ctx);
     test_max_pool(ctx);

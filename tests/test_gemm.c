@@ -664,6 +664,15 @@ int main(void)
             run_case(tcc, cc, GEMM_F32, batch, v[14], N, K, (int)(i % 2), 0, (int)(i % 2), GEMM_ACT_NONE, 0);
             if (cc && i == 1) host_case(GEMM_F32, batch, v[14], N, K, 0, 0, 1, GEMM_ACT_RELU, 1);
         }
+        /* several K blocks of uneven starts: the forward's rows (kernel offsets) and the weight
+         * gradient's (output positions) begin mid-row in each */
+        g_kc = 40;
+        for (i = 0; i < 2; i++) {
+            int64_t batch, N, K;
+            win_geometry((int)i, 2, 1, 7, 13, 11, 3, 3, 1 + (int64_t)i, 1, 1, 1, 1, 1, &batch, &N, &K);
+            run_case(tcc, cc, GEMM_F32, batch, 9, N, K, (int)i, 0, 1, GEMM_ACT_NONE, 0);
+        }
+        g_kc = 0;
         win_geometry(1, 2, 1, 3, 6, 5, 2, 2, 1, 2, 1, 0, 2, 1, &i64b, &i64n, &i64k);
         run_case(tcc, cc, GEMM_F64, i64b, 6, i64n, i64k, 0, 0, 0, GEMM_ACT_NONE, 0);
         memset(&g_win, 0, sizeof g_win);
