@@ -581,7 +581,7 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
 
 static void test_render_api(void)
 {
-    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}, 0, 0};
+    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}, 0, 0, 0};
     char small[16];
     size_t n = gemm_render(&s, GEMM_SIMD, NULL, 0);
     CHECK(n > 100);
