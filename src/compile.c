@@ -212,15 +212,27 @@ static int gemm_window(Program *p, const Schedule *s, Step *st, uint32_t u, Gemm
  * 1.13; 512 -> 512 at 16 x 4^2 (ResNet-18's stage 4: half a column per
  * channel, the weights' transform as costly as the GEMM's saving) 1.00;
  * 16 -> 16 at 16 x 16^2 0.94 (before the vector transforms); 32 -> 32 at
- * 16 x 16^2 1.35 (idem). */
+ * 16 x 16^2 1.35 (idem).
+ * kept: the weights are a graph input whose transform the unit may keep
+ * across calls (GemmSpec.ukeep), so inference pays for it once: then from
+ * WINO_COLS_KEPT columns, whatever the channels. Direct / Winograd with U
+ * kept, same measure: 512 -> 512 at 16 x 4^2 1.65, 8 x 4^2 1.71, 4 x 4^2
+ * 1.58, 3 x 4^2 1.39, 1 x 7^2 1.38, 2 x 4^2 1.01, 1 x 4^2 1.08; 256 -> 256
+ * at 2 x 8^2 1.64, 1 x 8^2 1.52, 1 x 14^2 1.58; 128 -> 128 at 1 x 8^2
+ * 1.83, 5 x 4^2 1.51; 64 -> 64 at 1 x 8^2 1.62, 1 x 6^2 1.36, 1 x 5^2 0.91,
+ * 1 x 4^2 0.85; 32 -> 32 at 1 x 8^2 1.84 (under 16 tiles, most of a
+ * GEMM's 16-column panel is padding). A training step's weights change at
+ * every call, so it never keeps U: lower_steps undoes the choice there
+ * (train_demote). */
 #define WINO_MIN 32
 #define WINO_COLS 256
+#define WINO_COLS_KEPT 48
 static int wino_pays(const GemmSpec *g, int kept)
 {
-    (void)kept;
     const GemmWindow *w = &g->win;
     return w->on && !w->t && w->kh == 3 && w->kw == 3 && w->sh == 1 && w->sw == 1 && w->dh == 1 && w->dw == 1 &&
-           g->batch == 1 && w->c >= WINO_MIN && g->M >= WINO_MIN && g->N >= WINO_COLS && g->N >= w->c;
+           g->batch == 1 && w->c >= WINO_MIN && g->M >= WINO_MIN &&
+           (kept ? g->N >= WINO_COLS_KEPT : g->N >= WINO_COLS && g->N >= w->c);
 }
 
 /* Dot d (st->node or the dot fused into its kernel) of f32 or f64 over
@@ -293,6 +305,24 @@ static int all_nodes(kn_ctx *ctx, Program *p)
     return 0;
 }
 
+/* A graph with a convolution's weight gradient (a transposed window: win.t) trains: its weights,
+ * graph inputs, change at every call, so no Winograd dot keeps their transform, and one that pays
+ * only with it kept (wino_pays) computes directly. */
+static void train_demote(kn_ctx *ctx, Program *p)
+{
+    int trains = 0;
+    for (int i = 0; i < p->nsteps; i++) trains |= p->steps[i].gemm && p->steps[i].gemm->win.on && p->steps[i].gemm->win.t;
+    for (int i = 0; trains && i < p->nsteps; i++) {
+        GemmSpec *g = p->steps[i].gemm;
+        if (!g || !g->ukeep) continue;
+        g->ukeep = 0;
+        if (wino_pays(g, 0)) continue;
+        g->wino = 0;
+        log_line(ctx, LOG_FUSION, "%%%" PRIu32 ": computed directly, not by Winograd: the graph trains (a weight "
+                 "gradient's window), so its weights change at every call", p->steps[i].node);
+    }
+}
+
 /* raw: the kernels as lowered, before the loop passes (compile_generic runs them on the generic kernels). */
 static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, int interp_only, int raw)
 {
@@ -330,6 +360,7 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
             return ctx->status;
         else if (!raw) log_kernel(ctx, st->k);
     }
+    train_demote(ctx, p);
     return 0;
 }
 

@@ -22,7 +22,9 @@
  * x (2, 32, 12, 12), W1 (32, 32, 3, 3), W2 (8, 32, 3, 3), padding 1: the
  * first convolution is one Winograd F(2x2, 3x3) can take on backend c
  * (compile.c's wino_pays: 32 channels, 288 columns), whose unit keeps W1's
- * transform across calls (GemmSpec.ukeep, NAME_upack).
+ * transform across calls (GemmSpec.ukeep, NAME_upack). At x (1, 32, 8, 8) (64
+ * columns) Winograd pays only with the transform kept: inference takes it,
+ * a compiled training step of the same CNN must compute directly.
  *
  * With backend c (where the unit has NAME_bpack, or NAME_upack) the log must
  * show a weight kept packed (for the CNN: W1's Winograd transform kept, which
@@ -153,7 +155,8 @@ static void check_kept(kn_fn *f, int bi, const char *what)
 
 /* the model's W1 (weight 0) and x: their dims and sizes */
 static const int64_t mlp_w1[2] = {HID, IN}, cnn_w1[4] = {CHID, CIN, 3, 3};
-static const int64_t mlp_x[2] = {B, IN}, cnn_x[4] = {CB, CIN, SIDE, SIDE};
+static const int64_t mlp_x[2] = {B, IN};
+static int64_t cnn_x[4] = {CB, CIN, SIDE, SIDE};
 static int w1_dims(void) { return cnn ? 4 : 2; }
 static const int64_t *w1_shape(void) { return cnn ? cnn_w1 : mlp_w1; }
 static kn_tensor *make_x(kn_ctx *ctx) { return kn_keep(ctx, kn_randn(ctx, KN_F32, cnn ? 4 : 2, cnn ? cnn_x : mlp_x)); }
@@ -256,6 +259,45 @@ static void case_inputs(int bi)
     kn_ctx_free(ctx);
 }
 
+/* x (1, 32, 8, 8): 64 columns, which Winograd pays for only with W1's transform kept (compile.c's
+ * wino_pays): inference keeps it (so took Winograd), a compiled training step computes directly */
+static void case_small(void)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 5});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "perf,fusion");
+    cnn_x[0] = 1, cnn_x[2] = cnn_x[3] = 8;
+    Mlp m = model(ctx);
+    kn_tensor *x = make_x(ctx), *in[1] = {x}, *out[1];
+    kn_compile_opts o = {.backend = KN_BACKEND_C, .params = m.p, .nparams = 4, .name = "infer"};
+    kn_fn *f = kn_compile(ctx, infer_body, &m, &o);
+    logbuf[0] = 0;
+    kn_set_grad_enabled(ctx, 0);
+    three_calls(ctx, f, &m, in, 1, m.p[0], 0, "64 columns");
+    check_kept(f, 0, "64 columns");
+    kn_compile_opts to = {.backend = KN_BACKEND_C, .params = m.p, .nparams = 4, .name = "train"};
+    kn_fn *t = kn_compile(ctx, train_body, &m, &to);
+    kn_fn_info info;
+    for (int step = 0; step < 3; step++) {
+        logbuf[0] = 0;
+        kn_set_grad_enabled(ctx, 1);
+        kn_scope_begin(ctx);
+        kn_optim_zero_grad(m.opt);
+        CHECK_MSG(kn_call(t, in, 1, out, 1) == KN_OK, "cnn small train step %d: %s", step, kn_last_error(ctx));
+        kn_scope_end(ctx);
+        kn_set_grad_enabled(ctx, 0);
+        if (step == 0 && kn_fn_stats(t, &info) == KN_OK && info.backend && !strcmp(info.backend, "c"))
+            CHECK_MSG(strstr(logbuf, "not by Winograd: the graph trains") != NULL, "cnn small train: W1's "
+                      "convolution not left direct; log:\n%s", logbuf);
+        three_calls(ctx, f, &m, in, 1, m.p[0], 0, "64 columns, after a compiled step");
+    }
+    cnn_x[0] = CB, cnn_x[2] = cnn_x[3] = SIDE;
+    kn_fn_free(t);
+    kn_fn_free(f);
+    kn_optim_free(m.opt);
+    kn_ctx_free(ctx);
+}
+
 int main(void)
 {
     for (cnn = 0; cnn < 2; cnn++)
@@ -263,5 +305,7 @@ int main(void)
             case_writes(bi);
             case_inputs(bi);
         }
+    cnn = 1;
+    case_small();
     TEST_END("keep");
 }
