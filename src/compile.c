@@ -606,7 +606,7 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
                                  (w->w - 1) * w->sx_w
                            : extent(g->batch, g->K, g->N, g->sb_b, g->sb_k, g->sb_n);
         b[2] = mem[nmem] = scratch(ctx, dt, xb, &bytes[nmem]), nmem++;
-        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL, b[6] = NULL, b[7] = NULL; /* B packed in the call */
+        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL, b[6] = NULL, b[7] = NULL; /* weights packed (or transformed) in the call */
         for (int i = 0; i < nmem; i++) ok = ok && mem[i];
     } else if (ok) {
         memcpy(b, eb, sizeof eb);
