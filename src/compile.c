@@ -311,7 +311,10 @@ static int all_nodes(kn_ctx *ctx, Program *p)
 static void train_demote(kn_ctx *ctx, Program *p)
 {
     int trains = 0;
-    for (int i = 0; i < p->nsteps; i++) trains |= p->steps[i].gemm && p->steps[i].gemm->win.on && p->steps[i].gemm->win.t;
+    for (int i = 0; i < p->nsteps; i++) {
+        const GemmSpec *g = p->steps[i].gemm;
+        trains |= g && g->win.on && g->win.t;
+    }
     for (int i = 0; trains && i < p->nsteps; i++) {
         GemmSpec *g = p->steps[i].gemm;
         if (!g || !g->ukeep) continue;
@@ -606,7 +609,8 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
                                  (w->w - 1) * w->sx_w
                            : extent(g->batch, g->K, g->N, g->sb_b, g->sb_k, g->sb_n);
         b[2] = mem[nmem] = scratch(ctx, dt, xb, &bytes[nmem]), nmem++;
-        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL, b[6] = NULL, b[7] = NULL; /* weights packed (or transformed) in the call */
+        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL, b[6] = NULL;
+        b[7] = NULL; /* the weights packed (or transformed) in the call */
         for (int i = 0; i < nmem; i++) ok = ok && mem[i];
     } else if (ok) {
         memcpy(b, eb, sizeof eb);

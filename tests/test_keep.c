@@ -130,7 +130,8 @@ static void check_call(kn_ctx *ctx, kn_fn *f, Mlp *m, kn_tensor *const *in, int 
     kn_tensor *want = forward(ctx, p, in[0]);
     kn_set_grad_enabled(ctx, was);
     double d = s == KN_OK ? max_diff(ctx, out[0], want) : INFINITY;
-    CHECK_MSG(d < 1e-4, "%s %s %s call %d: compiled differs from eager by %g", cnn ? "cnn" : "mlp", bname[bi], what, call, d);
+    CHECK_MSG(d < 1e-4, "%s %s %s call %d: compiled differs from eager by %g", cnn ? "cnn" : "mlp", bname[bi], what,
+              call, d);
     kn_scope_end(ctx);
 }
 

@@ -404,8 +404,9 @@ static void put_entry(Out *o, const GemmSpec *s, const Geo *g)
     if (!s->ukeep) return;
     /* NAME_upack(A, dst): U's bytes (and with dst, U of A written there), one task as in a call's */
     put(o, "\nsize_t %s_upack(const void *A, void *dst)\n{\n    %s_wjob j;\n", n, n);
-    put(o, "    if (dst) {\n        memset(&j, 0, sizeof j);\n        j.A = (const T *)A, j.U = (T *)dst, j.tasks = 1;\n");
-    put(o, "        %s_wt(&j, 0);\n    }\n    return %lluu * sizeof(T);\n}\n", n, (unsigned long long)(16 * g->K * g->C));
+    put(o, "    if (dst) {\n        memset(&j, 0, sizeof j);\n");
+    put(o, "        j.A = (const T *)A, j.U = (T *)dst, j.tasks = 1;\n        %s_wt(&j, 0);\n    }\n", n);
+    put(o, "    return %lluu * sizeof(T);\n}\n", (unsigned long long)(16 * g->K * g->C));
 }
 
 int wino_valid(const GemmSpec *s)
