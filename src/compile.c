@@ -53,7 +53,8 @@ typedef struct {
     int same;           /* a loop kernel equal to an earlier step's but for its name and the nodes its buffers
                            hold: that step, whose code it runs, else -1 */
     void *epi;          /* a dot's epilogue entry, handed to the template (so it can share a unit) */
-    void *bpack;        /* a dot whose spec keeps B packed: the unit's NAME_bpack, where it has one, else NULL */
+    void *bpack;        /* a dot whose spec keeps its weights (bkeep: B packed, ukeep: A's Winograd transform):
+                           the unit's NAME_bpack or NAME_upack, where it has one, else NULL */
     ExprId *gx;         /* a generic program's dot whose sizes depend on z0: batch, M, N, K, sa_b, sa_m, sa_k,
                            sb_b, sb_k, sb_n, off[0], off[1] and a convolution's window n, c, h, w, kh, kw, oh,
                            ow, sh, sw, dh, dw, ph, pw, sx_n, sx_c, sx_h, sx_w as expressions (GX_N), run
@@ -211,14 +212,27 @@ static int gemm_window(Program *p, const Schedule *s, Step *st, uint32_t u, Gemm
  * 1.13; 512 -> 512 at 16 x 4^2 (ResNet-18's stage 4: half a column per
  * channel, the weights' transform as costly as the GEMM's saving) 1.00;
  * 16 -> 16 at 16 x 16^2 0.94 (before the vector transforms); 32 -> 32 at
- * 16 x 16^2 1.35 (idem). */
+ * 16 x 16^2 1.35 (idem).
+ * kept: the weights are a graph input whose transform the unit may keep
+ * across calls (GemmSpec.ukeep), so inference pays for it once: then from
+ * WINO_COLS_KEPT columns, whatever the channels. Direct / Winograd with U
+ * kept, same measure: 512 -> 512 at 16 x 4^2 1.65, 8 x 4^2 1.71, 4 x 4^2
+ * 1.58, 3 x 4^2 1.39, 1 x 7^2 1.38, 2 x 4^2 1.01, 1 x 4^2 1.08; 256 -> 256
+ * at 2 x 8^2 1.64, 1 x 8^2 1.52, 1 x 14^2 1.58; 128 -> 128 at 1 x 8^2
+ * 1.83, 5 x 4^2 1.51; 64 -> 64 at 1 x 8^2 1.62, 1 x 6^2 1.36, 1 x 5^2 0.91,
+ * 1 x 4^2 0.85; 32 -> 32 at 1 x 8^2 1.84 (under 16 tiles, most of a
+ * GEMM's 16-column panel is padding). A training step's weights change at
+ * every call, so it never keeps U: lower_steps undoes the choice there
+ * (train_demote). */
 #define WINO_MIN 32
 #define WINO_COLS 256
-static int wino_pays(const GemmSpec *g)
+#define WINO_COLS_KEPT 48
+static int wino_pays(const GemmSpec *g, int kept)
 {
     const GemmWindow *w = &g->win;
     return w->on && !w->t && w->kh == 3 && w->kw == 3 && w->sh == 1 && w->sw == 1 && w->dh == 1 && w->dw == 1 &&
-           g->batch == 1 && w->c >= WINO_MIN && g->M >= WINO_MIN && g->N >= WINO_COLS && g->N >= w->c;
+           g->batch == 1 && w->c >= WINO_MIN && g->M >= WINO_MIN &&
+           (kept ? g->N >= WINO_COLS_KEPT : g->N >= WINO_COLS && g->N >= w->c);
 }
 
 /* Dot d (st->node or the dot fused into its kernel) of f32 or f64 over
@@ -244,7 +258,10 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     if (g.M < 1 || g.N < 1 || g.K < 1) return 0;
     /* B a graph input (a weight) read the same by every batch index: the unit may take it packed */
     g.bkeep = p->keep_packed && !g.win.on && (g.batch == 1 || g.sb_b == 0) && p->g->nodes[st->root[1]].op == OP_INPUT;
-    g.wino = wino_pays(&g);
+    /* A a graph input (a conv's weight): a Winograd unit may keep its transform */
+    int akeep = p->keep_packed && p->g->nodes[st->root[0]].op == OP_INPUT;
+    g.wino = wino_pays(&g, akeep);
+    g.ukeep = g.wino && akeep;
     char *name = arena_alloc(&p->arena, 24);
     st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
     if (!name || !st->gemm) return 0;
@@ -288,6 +305,27 @@ static int all_nodes(kn_ctx *ctx, Program *p)
     return 0;
 }
 
+/* A graph with a convolution's weight gradient (a transposed window: win.t) trains: its weights,
+ * graph inputs, change at every call, so no Winograd dot keeps their transform, and one that pays
+ * only with it kept (wino_pays) computes directly. */
+static void train_demote(kn_ctx *ctx, Program *p)
+{
+    int trains = 0;
+    for (int i = 0; i < p->nsteps; i++) {
+        const GemmSpec *g = p->steps[i].gemm;
+        trains |= g && g->win.on && g->win.t;
+    }
+    for (int i = 0; trains && i < p->nsteps; i++) {
+        GemmSpec *g = p->steps[i].gemm;
+        if (!g || !g->ukeep) continue;
+        g->ukeep = 0;
+        if (wino_pays(g, 0)) continue;
+        g->wino = 0;
+        log_line(ctx, LOG_FUSION, "%%%" PRIu32 ": computed directly, not by Winograd: the graph trains (a weight "
+                 "gradient's window), so its weights change at every call", p->steps[i].node);
+    }
+}
+
 /* raw: the kernels as lowered, before the loop passes (compile_generic runs them on the generic kernels). */
 static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, int interp_only, int raw)
 {
@@ -325,6 +363,7 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
             return ctx->status;
         else if (!raw) log_kernel(ctx, st->k);
     }
+    train_demote(ctx, p);
     return 0;
 }
 
@@ -570,7 +609,8 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
                                  (w->w - 1) * w->sx_w
                            : extent(g->batch, g->K, g->N, g->sb_b, g->sb_k, g->sb_n);
         b[2] = mem[nmem] = scratch(ctx, dt, xb, &bytes[nmem]), nmem++;
-        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL, b[6] = NULL, b[7] = NULL; /* B packed in the call */
+        b[3] = NULL, b[4] = &par, b[5] = nb ? eb : NULL, b[6] = NULL;
+        b[7] = NULL; /* the weights packed (or transformed) in the call */
         for (int i = 0; i < nmem; i++) ok = ok && mem[i];
     } else if (ok) {
         memcpy(b, eb, sizeof eb);
@@ -607,7 +647,7 @@ static int same_gemm(const GemmSpec *a, const GemmSpec *b)
            a->sa_b == b->sa_b && a->sa_m == b->sa_m && a->sa_k == b->sa_k && a->sb_b == b->sb_b &&
            a->sb_k == b->sb_k && a->sb_n == b->sb_n && a->bias == b->bias && a->act == b->act &&
            !a->epilogue == !b->epilogue && a->kc == b->kc && a->mc == b->mc && a->bkeep == b->bkeep &&
-           a->wino == b->wino && !memcmp(&a->win, &b->win, sizeof a->win);
+           a->wino == b->wino && a->ukeep == b->ukeep && !memcmp(&a->win, &b->win, sizeof a->win);
 }
 
 static int find_entries(kn_ctx *ctx, Program *p);
@@ -725,13 +765,13 @@ static int load_kernels(kn_ctx *ctx, Program *p)
     return find_entries(ctx, p);
 }
 
-/* A dot that keeps B packed: its unit's NAME_bpack (unit name), where it has one (optional: the
- * dialects without one pack B in each call) */
+/* A dot that keeps its weights: its unit's NAME_bpack or NAME_upack (unit name), where it has one
+ * (optional: the dialects without one pack B, or compute directly, in each call) */
 static void find_bpack(Program *p, Step *st, const char *name)
 {
     char bp[80];
-    if (!st->gemm || !st->gemm->bkeep || st->gx || !name) return;
-    snprintf(bp, sizeof bp, "%s_bpack", name);
+    if (!st->gemm || !(st->gemm->bkeep || st->gemm->ukeep) || st->gx || !name) return;
+    snprintf(bp, sizeof bp, "%s_%s", name, st->gemm->ukeep ? "upack" : "bpack");
     st->bpack = p->t->sym(p->module, bp);
 }
 
@@ -769,7 +809,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
  *          kiln), the target's name and cache_tag, the mode (and keep_packed), the outputs and
  *          kn_hash of every node of the graph (interned nodes are zeroed
  *          before they are filled, so their bytes are their value)
- *   entry  <cache dir>/<key>.prog: "KILNPG04", key, body size, kn_hash of
+ *   entry  <cache dir>/<key>.prog: "KILNPG05", key, body size, kn_hash of
  *          the body (little-endian u64s), then the body: the graph's node
  *          count, the plan (arena size, each node's offset), the steps (node,
  *          kind, a kernel's name and buffers, a dot's spec, window and
@@ -786,7 +826,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * warm start's instructions. Its byte order is no concern: the key holds
  * this build of kiln. */
 
-#define PCACHE_MAGIC "KILNPG04"
+#define PCACHE_MAGIC "KILNPG05"
 #define PCACHE_HEAD 32
 
 typedef struct {
@@ -907,13 +947,13 @@ static void pc_kernel(PcOut *o, const Kernel *k)
 
 static void pc_gemm(PcOut *o, const GemmSpec *s)
 {
-    int64_t v[18] = {s->dtype, s->batch, s->M, s->N, s->K, s->sa_b, s->sa_m, s->sa_k,
-                     s->sb_b, s->sb_k, s->sb_n, s->bias, s->act, s->epilogue != NULL, s->kc, s->mc, s->bkeep, s->wino};
+    int64_t v[19] = {s->dtype, s->batch, s->M, s->N, s->K, s->sa_b, s->sa_m, s->sa_k, s->sb_b, s->sb_k,
+                     s->sb_n, s->bias, s->act, s->epilogue != NULL, s->kc, s->mc, s->bkeep, s->wino, s->ukeep};
     const GemmWindow *w = &s->win;
     int64_t win[20] = {w->on, w->t, w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow,
                        w->sh, w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
     pc_str(o, s->name);
-    for (int i = 0; i < 18; i++) pc_u64(o, (uint64_t)v[i]);
+    for (int i = 0; i < 19; i++) pc_u64(o, (uint64_t)v[i]);
     for (int i = 0; i < 20; i++) pc_u64(o, (uint64_t)win[i]);
 }
 
@@ -971,15 +1011,17 @@ static int pc_read_kernel(PcIn *in, Program *p, Kernel *k)
 
 static int pc_read_gemm(PcIn *in, Program *p, GemmSpec *s, const Kernel *epi)
 {
-    int64_t v[18];
+    int64_t v[19];
     memset(s, 0, sizeof *s);
     s->name = pc_getstr(in, &p->arena, 48);
-    for (int i = 0; i < 18; i++) v[i] = (int64_t)pc_get(in);
+    for (int i = 0; i < 19; i++) v[i] = (int64_t)pc_get(in);
     s->dtype = (int)v[0], s->batch = v[1], s->M = v[2], s->N = v[3], s->K = v[4];
     s->sa_b = v[5], s->sa_m = v[6], s->sa_k = v[7], s->sb_b = v[8], s->sb_k = v[9], s->sb_n = v[10];
     s->bias = (int)v[11], s->act = (int)v[12], s->kc = (int)v[14], s->mc = (int)v[15], s->bkeep = v[16] == 1;
-    s->wino = v[17] == 1;
-    if ((v[13] && !epi) || (v[16] != 0 && v[16] != 1) || (v[17] != 0 && v[17] != 1)) in->bad = 1;
+    s->wino = v[17] == 1, s->ukeep = v[18] == 1;
+    for (int i = 16; i < 19; i++)
+        if (v[i] != 0 && v[i] != 1) in->bad = 1;
+    if (v[13] && !epi) in->bad = 1;
     s->epilogue = v[13] && epi ? epi->name : NULL;
     int64_t win[20]; /* a convolution's window: flags 0 or 1, extents and steps >= 1 */
     for (int i = 0; i < 20; i++) win[i] = (int64_t)pc_get(in);
@@ -1539,7 +1581,11 @@ Program *program_at(kn_ctx *ctx, const Program *gen, const Graph *g, int64_t z0)
  * run in a row that sees a key, the first packs in the call as before: a
  * training step, whose weights change at every step, never makes one, and
  * repeated inference packs once. A storage that is not kiln's (borrowed)
- * is never kept. The product is bitwise the same either way. */
+ * is never kept. The product is bitwise the same either way.
+ * A Winograd dot whose A (the convolution's weights) is a graph input keeps
+ * the weights' transform U the same way (GemmSpec.ukeep, NAME_upack), keyed
+ * on A's storage, start and stamp: inference skips the transform, 16 x
+ * channels out x channels in per call. */
 typedef struct Packed {
     const Storage *st;  /* the key (st is compared, never read: it may be gone) */
     const void *at;
@@ -1632,10 +1678,11 @@ typedef size_t (*BpackFn)(const void *B, void *dst);
 
 static void *packed_at(const Packed *k) { return (char *)k->mem + (64 - (uintptr_t)k->mem % 64) % 64; }
 
-/* Step st's B (at B) packed, or NULL: the call packs it. Out of memory is no error here: NULL. */
+/* Step st's weights (at B: its B, or its A where the spec keeps A's Winograd transform) packed or
+ * transformed, or NULL: the call packs them. Out of memory is no error here: NULL. */
 static void *kept_b(Program *p, const Step *st, kn_tensor **vals, const void *B)
 {
-    const kn_tensor *t = vals[st->root[1]];
+    const kn_tensor *t = vals[st->root[st->gemm->ukeep ? 0 : 1]];
     Packed *k = &p->packed[st - p->steps];
     if (!st->bpack || !t || !t->st || t->st->borrowed) return NULL;
     if (k->st != t->st || k->at != B || k->stamp != t->st->stamp) { /* a key not seen last run */
@@ -1651,7 +1698,8 @@ static void *kept_b(Program *p, const Step *st, kn_tensor **vals, const void *B)
         kn_dealloc(p->ctx, k->mem, k->bytes ? k->bytes + 64 : 0);
         k->bytes = (k->mem = kn_alloc(p->ctx, need + 64)) ? need : 0;
         if (!k->mem) return NULL;
-        log_line(p->ctx, LOG_PERF, "run: %s keeps B packed, %zu bytes", st->gemm->name, need);
+        log_line(p->ctx, LOG_PERF, "run: %s keeps %s, %zu bytes", st->gemm->name,
+                 st->gemm->ukeep ? "its weights' Winograd transform" : "B packed", need);
     }
     pack(B, packed_at(k));
     k->ready = 1;
@@ -1671,7 +1719,7 @@ static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
     if (st->gx) return run_rt_gemm(p, st, vals, eb);
     void *bufs[8] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
                      (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par, eb, st->epi, NULL};
-    if (st->bpack) bufs[7] = kept_b(p, st, vals, bufs[2]);
+    if (st->bpack) bufs[7] = kept_b(p, st, vals, bufs[st->gemm->ukeep ? 1 : 2]);
     p->t->run(st->fn, bufs, NULL);
     return KN_OK;
 }

@@ -73,6 +73,10 @@ typedef struct GemmSpec {
                                  product may be computed by Winograd F(2x2, 3x3): a target renders it so
                                  (targets/c/wino.c; same entry, buffers and epilogue contract, within
                                  rounding of the direct product) or ignores the flag (computes directly) */
+    int ukeep;                /* 1 (with wino): the Winograd rendering also defines NAME_upack, which writes
+                                 the weights' transform U (from A) into a buffer that later calls take as
+                                 b[7] instead of transforming A themselves (targets/c/gemm.h); a rendering
+                                 that computes directly ignores it */
 } GemmSpec;
 
 /* Renders the unit for s in dialect GEMM_SCALAR or GEMM_SIMD, as snprintf:

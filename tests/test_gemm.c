@@ -520,14 +520,51 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
  * C bitwise: every element is computed by one task in the same order), the epilogue (by name and by
  * pointer) on every column once; odd output sizes (partial tiles), padding 0 and 1, channels not
  * multiples of the vector width, several chunks of tile rows. The scalar and runtime dialects compute
- * the same spec directly. */
-static int wino_cases;
+ * the same spec directly. GEMM_SIMD_HOST's unit keeps the weights' transform (spec.ukeep): NAME_upack's
+ * U as b[7] gives C bitwise equal to transforming A in the call (b[7] NULL), with one thread and two,
+ * and A overwritten after the transform must not change C (b[7] is what is read). */
+static int wino_cases, ukeep_runs;
+
+/* the unit's NAME_upack(A) as b[7], A then overwritten: C must be Cg1 (bytes), with 1 and 2 threads */
+static void ukeep_check(Case *cs, PortModule *m, Kern f, const void *Cg1, size_t bytes)
+{
+    void *r = port_jit_sym(m, "kgemm_upack"), *bufs[8];
+    Bpack up = NULL;
+    size_t es = cs->s.dtype == GEMM_F32 ? 4 : 8;
+    if (!CHECK(r != NULL)) return;
+    memcpy(&up, &r, sizeof r);
+    size_t ub = up(cs->A, NULL);
+    CHECK(ub == (size_t)(16 * cs->s.M * cs->s.win.c) * es);
+    void *mem = malloc(ub + 64), *A0 = malloc((size_t)cs->na * es);
+    void *kept = mem ? (char *)mem + (64 - (uintptr_t)mem % 64) % 64 : NULL;
+    if (CHECK(mem && A0)) {
+        memset(kept, 0xff, ub); /* NaNs: what upack leaves unwritten shows */
+        CHECK(up(cs->A, kept) == ub);
+        memcpy(A0, cs->A, (size_t)cs->na * es);
+        for (int64_t i = 0; i < cs->na; i++) set(cs->A, cs->s.dtype, i, 1e30); /* b[7] is the weights now */
+        for (int th = 1; th <= 2; th++) {
+            KnParallel par = {counted_for, th};
+            port_set_threads(th);
+            case_bufs(cs, bufs);
+            bufs[4] = &par, bufs[7] = kept;
+            f(bufs);
+            CHECK_MSG(memcmp(cs->Cg, Cg1, bytes) == 0, "winograd, U kept, %d threads: C differs from transforming "
+                      "A in the call", th);
+            ukeep_runs++;
+        }
+        port_set_threads(0);
+        memcpy(cs->A, A0, (size_t)cs->na * es);
+    }
+    free(mem);
+    free(A0);
+}
+
 static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t M, int bias, int act,
                       int epi)
 {
     Case cs;
     int64_t batch, N, K;
-    void *bufs[7];
+    void *bufs[8];
     char why[256];
     win_geometry(0, n, 1, c, h, w, 3, 3, 1, 1, pad, pad, 1, 1, &batch, &N, &K);
     case_init(&cs, dt, batch, M, N, K, (int)(M % 2), 0, bias, act);
@@ -535,6 +572,7 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
     if (epi) case_epilogue(&cs);
     cs.s.wino = 1;
     for (int d = 0; d < 2; d++) {
+        cs.s.ukeep = !d;
         char *src = with_epilogue(&cs, render(&cs.s, d ? GEMM_SIMD : GEMM_SIMD_HOST));
         CHECK(src && strstr(src, "winograd") != NULL);
         PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
@@ -545,7 +583,9 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
             size_t bytes = (size_t)(cs.nc + 2 * GUARD) * (dt == GEMM_F32 ? 4 : 8);
             void *Cg1 = malloc(bytes);
             memcpy(&f, &p, sizeof p);
-            f(case_bufs(&cs, bufs));
+            case_bufs(&cs, bufs);
+            bufs[7] = NULL; /* with ukeep: transform A in the call */
+            f(bufs);
             case_check(&cs, d ? "winograd/simd" : "winograd/host");
             if (Cg1) memcpy(Cg1, cs.Cg, bytes);
             for (int th = 2; th <= 3 && Cg1; th++) {
@@ -557,6 +597,7 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
                 CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "winograd %d threads: C differs from one thread's", th);
             }
             port_set_threads(0);
+            if (cs.s.ukeep && Cg1) ukeep_check(&cs, m, f, Cg1, bytes);
             if (epi) {
                 void *q = port_jit_sym(m, cs.s.epilogue);
                 Epi counting = epi_counting;
@@ -581,7 +622,7 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
 
 static void test_render_api(void)
 {
-    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}, 0, 0};
+    GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}, 0, 0, 0};
     char small[16];
     size_t n = gemm_render(&s, GEMM_SIMD, NULL, 0);
     CHECK(n > 100);
@@ -594,6 +635,9 @@ static void test_render_api(void)
     s.name = "g", s.act = 7;
     CHECK(gemm_render(&s, GEMM_SCALAR, NULL, 0) == 0);
     s.act = 0;
+    s.ukeep = 1; /* the weights' transform kept: only with wino */
+    CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) == 0);
+    s.ukeep = 0;
     s.bkeep = 1; /* B kept packed: one strided B for every batch index */
     CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) > n);
     s.batch = 2;
@@ -711,7 +755,7 @@ int main(void)
             wino_case(GEMM_F32, 2, 1100, 15, 15, 1, 64, 0, GEMM_ACT_NONE, 1); /* 3 chunks (cut mid-image), transposed GEMM */
             wino_case(GEMM_F32, 1, 3, 3, 3, 0, 2, 0, GEMM_ACT_NONE, 0);    /* one output */
             wino_case(GEMM_F64, 3, 17, 6, 7, 1, 21, 1, GEMM_ACT_NONE, 1);
-            printf("gemm: winograd %d units run\n", wino_cases);
+            printf("gemm: winograd %d units run, %d runs with the weights' transform kept\n", wino_cases, ukeep_runs);
             printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
                    "%d of them with A packed once, shared, %d by rows\n",
                    isa_runs[0], isa_runs[1], isa_runs[2], par_runs, shared_runs, row_runs);

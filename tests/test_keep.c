@@ -18,15 +18,28 @@
  *   static     the weight is the output of a reduce-overhead function, whose
  *              next call rewrites the same storage in place
  *
- * With backend c (where the unit has NAME_bpack) the log must show a weight
- * kept packed, so the cases test the keeping and not its absence. Results
- * are compared with eager on the interpreter (relative 1e-4). No timing.
+ * The same cases run on a small CNN, conv2d(relu(conv2d(x, W1, b1)), W2, b2),
+ * x (2, 32, 12, 12), W1 (32, 32, 3, 3), W2 (8, 32, 3, 3), padding 1: the
+ * first convolution is one Winograd F(2x2, 3x3) can take on backend c
+ * (compile.c's wino_pays: 32 channels, 288 columns), whose unit keeps W1's
+ * transform across calls (GemmSpec.ukeep, NAME_upack). At x (1, 32, 8, 8) (64
+ * columns) Winograd pays only with the transform kept: inference takes it,
+ * a compiled training step of the same CNN must compute directly.
+ *
+ * With backend c (where the unit has NAME_bpack, or NAME_upack) the log must
+ * show a weight kept packed (for the CNN: W1's Winograd transform kept, which
+ * only a Winograd unit does, so Winograd was chosen), so the cases test the
+ * keeping and not its absence. Results are compared with eager on the
+ * interpreter (relative 1e-4). No timing.
  */
 #include <stdlib.h>
 
 #include "test.h"
 
 enum { B = 128, IN = 600, HID = 70, OUT = 10 };
+enum { CB = 2, CIN = 32, SIDE = 12, CHID = 32, COUT = 8 }; /* the CNN's */
+
+static int cnn; /* 1: the CNN, 0: the MLP */
 
 static char logbuf[8192];
 static void sink(void *user, const char *line)
@@ -59,6 +72,8 @@ typedef struct {
 
 static kn_tensor *forward(kn_ctx *ctx, kn_tensor *const *p, kn_tensor *x)
 {
+    kn_conv_opts co = {.padding = {1, 1}};
+    if (cnn) return kn_conv2d(ctx, kn_relu(ctx, kn_conv2d(ctx, x, p[0], p[1], &co)), p[2], p[3], &co);
     return kn_linear(ctx, kn_relu(ctx, kn_linear(ctx, x, p[0], p[1])), p[2], p[3]);
 }
 
@@ -110,12 +125,13 @@ static void check_call(kn_ctx *ctx, kn_fn *f, Mlp *m, kn_tensor *const *in, int 
     kn_scope_begin(ctx);
     kn_tensor *out[1] = {NULL}, *p[4] = {w, m->p[1], m->p[2], m->p[3]};
     kn_status s = kn_call(f, in, nin, out, 1);
-    CHECK_MSG(s == KN_OK, "%s %s call %d: %s", bname[bi], what, call, kn_last_error(ctx));
+    CHECK_MSG(s == KN_OK, "%s %s %s call %d: %s", cnn ? "cnn" : "mlp", bname[bi], what, call, kn_last_error(ctx));
     int was = kn_set_grad_enabled(ctx, 0);
     kn_tensor *want = forward(ctx, p, in[0]);
     kn_set_grad_enabled(ctx, was);
     double d = s == KN_OK ? max_diff(ctx, out[0], want) : INFINITY;
-    CHECK_MSG(d < 1e-4, "%s %s call %d: compiled differs from eager by %g", bname[bi], what, call, d);
+    CHECK_MSG(d < 1e-4, "%s %s %s call %d: compiled differs from eager by %g", cnn ? "cnn" : "mlp", bname[bi], what,
+              call, d);
     kn_scope_end(ctx);
 }
 
@@ -130,21 +146,32 @@ static void three_calls(kn_ctx *ctx, kn_fn *f, Mlp *m, kn_tensor *const *in, int
 static void check_kept(kn_fn *f, int bi, const char *what)
 {
     kn_fn_info info;
+    const char *kept = cnn ? "keeps its weights' Winograd transform" : "keeps B packed";
     CHECK(kn_fn_stats(f, &info) == KN_OK);
     if (bi == 0 && info.backend && !strcmp(info.backend, "c"))
-        CHECK_MSG(strstr(logbuf, "keeps B packed") != NULL, "%s %s: no weight kept packed; log:\n%s", bname[bi], what,
-                  logbuf);
+        CHECK_MSG(strstr(logbuf, kept) != NULL, "%s %s %s: no weight kept (\"%s\"); log:\n%s", cnn ? "cnn" : "mlp",
+                  bname[bi], what, kept, logbuf);
     if (bi > 0 && info.backend) CHECK(!strcmp(info.backend, bname[bi]) || !strcmp(info.backend, "interp"));
 }
 
+/* the model's W1 (weight 0) and x: their dims and sizes */
+static const int64_t mlp_w1[2] = {HID, IN}, cnn_w1[4] = {CHID, CIN, 3, 3};
+static const int64_t mlp_x[2] = {B, IN};
+static int64_t cnn_x[4] = {CB, CIN, SIDE, SIDE};
+static int w1_dims(void) { return cnn ? 4 : 2; }
+static const int64_t *w1_shape(void) { return cnn ? cnn_w1 : mlp_w1; }
+static kn_tensor *make_x(kn_ctx *ctx) { return kn_keep(ctx, kn_randn(ctx, KN_F32, cnn ? 4 : 2, cnn ? cnn_x : mlp_x)); }
+
 static Mlp model(kn_ctx *ctx)
 {
-    int64_t w1[2] = {HID, IN}, w2[2] = {OUT, HID};
+    const int64_t cw2[4] = {COUT, CHID, 3, 3}, mw2[2] = {OUT, HID}, *w1 = w1_shape(), *w2 = cnn ? cw2 : mw2;
+    double fan1 = cnn ? CIN * 9 : IN, fan2 = cnn ? CHID * 9 : HID;
+    int d = w1_dims();
     Mlp m;
     int was = kn_set_grad_enabled(ctx, 0); /* N(0, 1 / fan_in), as a layer's init keeps its outputs O(1) */
-    m.p[0] = kn_param(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, 2, w1), kn_scalar(ctx, 1 / sqrt(IN))));
+    m.p[0] = kn_param(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, d, w1), kn_scalar(ctx, 1 / sqrt(fan1))));
     m.p[1] = kn_param(ctx, kn_randn(ctx, KN_F32, 1, w1));
-    m.p[2] = kn_param(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, 2, w2), kn_scalar(ctx, 1 / sqrt(HID))));
+    m.p[2] = kn_param(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, d, w2), kn_scalar(ctx, 1 / sqrt(fan2))));
     m.p[3] = kn_param(ctx, kn_randn(ctx, KN_F32, 1, w2));
     kn_set_grad_enabled(ctx, was);
     kn_sgd_opts so = {.lr = 0.002};
@@ -159,8 +186,7 @@ static void case_writes(int bi)
     kn_set_log(ctx, sink, NULL);
     kn_set_logs(ctx, "perf");
     Mlp m = model(ctx);
-    int64_t xs[2] = {B, IN};
-    kn_tensor *x = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs)), *in[1] = {x};
+    kn_tensor *x = make_x(ctx), *in[1] = {x};
     kn_compile_opts o = {.backend = bes[bi], .params = m.p, .nparams = 4, .name = "infer"};
     kn_fn *f = kn_compile(ctx, infer_body, &m, &o);
     logbuf[0] = 0;
@@ -205,8 +231,7 @@ static void case_inputs(int bi)
     kn_set_log(ctx, sink, NULL);
     kn_set_logs(ctx, "perf");
     Mlp m = model(ctx);
-    int64_t xs[2] = {B, IN}, w1[2] = {HID, IN};
-    kn_tensor *x = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs));
+    kn_tensor *x = make_x(ctx);
     kn_compile_opts o = {.backend = bes[bi], .params = m.p + 1, .nparams = 3, .name = "input"};
     kn_fn *f = kn_compile(ctx, input_body, &m, &o);
     logbuf[0] = 0;
@@ -214,7 +239,7 @@ static void case_inputs(int bi)
     kn_tensor *w = NULL;
     for (int k = 0; k < 3; k++) { /* each weight freed before the next is made: its address may come back */
         kn_free(ctx, w);
-        w = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, w1));
+        w = kn_keep(ctx, kn_randn(ctx, KN_F32, w1_dims(), w1_shape()));
         kn_tensor *in[2] = {x, w};
         three_calls(ctx, f, &m, in, 2, w, bi, "a new weight");
     }
@@ -235,11 +260,53 @@ static void case_inputs(int bi)
     kn_ctx_free(ctx);
 }
 
+/* x (1, 32, 8, 8): 64 columns, which Winograd pays for only with W1's transform kept (compile.c's
+ * wino_pays): inference keeps it (so took Winograd), a compiled training step computes directly */
+static void case_small(void)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 5});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "perf,fusion");
+    cnn_x[0] = 1, cnn_x[2] = cnn_x[3] = 8;
+    Mlp m = model(ctx);
+    kn_tensor *x = make_x(ctx), *in[1] = {x}, *out[1];
+    kn_compile_opts o = {.backend = KN_BACKEND_C, .params = m.p, .nparams = 4, .name = "infer"};
+    kn_fn *f = kn_compile(ctx, infer_body, &m, &o);
+    logbuf[0] = 0;
+    kn_set_grad_enabled(ctx, 0);
+    three_calls(ctx, f, &m, in, 1, m.p[0], 0, "64 columns");
+    check_kept(f, 0, "64 columns");
+    kn_compile_opts to = {.backend = KN_BACKEND_C, .params = m.p, .nparams = 4, .name = "train"};
+    kn_fn *t = kn_compile(ctx, train_body, &m, &to);
+    kn_fn_info info;
+    for (int step = 0; step < 3; step++) {
+        logbuf[0] = 0;
+        kn_set_grad_enabled(ctx, 1);
+        kn_scope_begin(ctx);
+        kn_optim_zero_grad(m.opt);
+        CHECK_MSG(kn_call(t, in, 1, out, 1) == KN_OK, "cnn small train step %d: %s", step, kn_last_error(ctx));
+        kn_scope_end(ctx);
+        kn_set_grad_enabled(ctx, 0);
+        if (step == 0 && kn_fn_stats(t, &info) == KN_OK && info.backend && !strcmp(info.backend, "c"))
+            CHECK_MSG(strstr(logbuf, "not by Winograd: the graph trains") != NULL, "cnn small train: W1's "
+                      "convolution not left direct; log:\n%s", logbuf);
+        three_calls(ctx, f, &m, in, 1, m.p[0], 0, "64 columns, after a compiled step");
+    }
+    cnn_x[0] = CB, cnn_x[2] = cnn_x[3] = SIDE;
+    kn_fn_free(t);
+    kn_fn_free(f);
+    kn_optim_free(m.opt);
+    kn_ctx_free(ctx);
+}
+
 int main(void)
 {
-    for (int bi = 0; bi < 2; bi++) {
-        case_writes(bi);
-        case_inputs(bi);
-    }
+    for (cnn = 0; cnn < 2; cnn++)
+        for (int bi = 0; bi < 2; bi++) {
+            case_writes(bi);
+            case_inputs(bi);
+        }
+    cnn = 1;
+    case_small();
     TEST_END("keep");
 }

@@ -733,7 +733,7 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
             s->N != (w->t ? rows : cols))
             return 0;
     }
-    if (s->wino && !wino_valid(s)) return 0;
+    if ((s->wino && !wino_valid(s)) || (s->ukeep && !s->wino)) return 0;
     if (s->wino && (dialect == GEMM_SIMD || dialect == GEMM_SIMD_HOST)) return wino_render(s, dialect, buf, cap);
     o.buf = buf;
     o.cap = buf ? cap : 0;

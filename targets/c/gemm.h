@@ -125,7 +125,20 @@ typedef struct KnParallel {
  * a batched GEMM unit NAME_wg of the dialect inside; no NAME_isa);
  * GEMM_SCALAR and GEMM_RUNTIME compute the product directly. A spec with
  * wino but not wino_valid (3x3 stride-1 dilation-1 forward window, batch
- * 1) is invalid. */
+ * 1) is invalid.
+ *
+ * The weights' transform kept (spec.ukeep, with wino): the Winograd
+ * rendering also defines
+ *
+ *     size_t NAME_upack(const void *A, void *dst);
+ *
+ * which returns the bytes of U = G g G^T for all of A (16 x channels out x
+ * channels in) and, with dst (64-byte aligned), writes it there. NAME then
+ * reads b[7] (b has 8 entries): that buffer, holding U of A as it is now,
+ * or NULL to transform A itself, as without ukeep. The product is bitwise
+ * the same either way (the same transform code, one task per output
+ * channel). The renderings that compute directly ignore ukeep; a spec with
+ * ukeep but not wino is invalid. */
 int wino_valid(const GemmSpec *s);
 size_t wino_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
 

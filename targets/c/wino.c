@@ -391,7 +391,9 @@ static void put_entry(Out *o, const GemmSpec *s, const Geo *g)
         (unsigned long long)((nu + nv + nm + 15) / 16 * 16 * (ll)es));
     put(o, "    if (!%s_scratch) {\n        %s_wdirect(&j);\n        return;\n    }\n", n, n);
     put(o, "    j.U = %s_scratch, j.V = j.U + %lld, j.M = j.V + %lld;\n", n, nu, nv);
-    put(o, "    %s_wrun(par, &j, %s_wt);\n", n, n);
+    if (s->ukeep) /* b[7]: U as NAME_upack wrote it, or NULL */
+        put(o, "    if (b[7]) j.U = (T *)b[7];\n    else %s_wrun(par, &j, %s_wt);\n", n, n);
+    else put(o, "    %s_wrun(par, &j, %s_wt);\n", n, n);
     put(o, "    g[0] = j.M, g[1] = %s, g[2] = %s, g[3] = 0, g[4] = b[4];\n", g->tr ? "j.V" : "j.U",
         g->tr ? "j.U" : "j.V");
     put(o, "    for (r0 = 0; r0 < %lld; r0 += %lld) {\n", g->rows, g->rpc);
@@ -399,6 +401,12 @@ static void put_entry(Out *o, const GemmSpec *s, const Geo *g)
     put(o, "        %s_wrun(par, &j, %s_win);\n        %s_wg(g);\n        %s_wrun(par, &j, %s_wout);\n    }\n", n, n,
         n, n, n);
     put(o, "}\n");
+    if (!s->ukeep) return;
+    /* NAME_upack(A, dst): U's bytes (and with dst, U of A written there), one task as in a call's */
+    put(o, "\nsize_t %s_upack(const void *A, void *dst)\n{\n    %s_wjob j;\n", n, n);
+    put(o, "    if (dst) {\n        memset(&j, 0, sizeof j);\n");
+    put(o, "        j.A = (const T *)A, j.U = (T *)dst, j.tasks = 1;\n        %s_wt(&j, 0);\n    }\n", n);
+    put(o, "    return %lluu * sizeof(T);\n}\n", (unsigned long long)(16 * g->K * g->C));
 }
 
 int wino_valid(const GemmSpec *s)
