@@ -22,15 +22,7 @@
 
 #include "gemm.h"
 
-typedef struct {
-    char *buf;
-    size_t cap, len;
-} Out;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void put(Out *o, const char *fmt, ...)
+void gemm_put(GemmOut *o, const char *fmt, ...)
 {
     va_list ap;
     char *dst = o->len < o->cap ? o->buf + o->len : NULL;
@@ -50,36 +42,36 @@ static ll min_ll(ll a, ll b) { return a < b ? a : b; }
 static ll abs_ll(ll a) { return a < 0 ? -a : a; }
 
 /* the epilogue's activation as a scalar statement on x (x of type T) */
-static void put_act(Out *o, const GemmSpec *s, const char *x)
+void gemm_put_act(GemmOut *o, const GemmSpec *s, const char *x)
 {
     const char *f = s->dtype == GEMM_F32 ? "f" : "";
     if (s->act == GEMM_ACT_RELU)
-        put(o, "%s = %s < 0 ? (T)0 : %s;", x, x, x);
+        gemm_put(o, "%s = %s < 0 ? (T)0 : %s;", x, x, x);
     else if (s->act == GEMM_ACT_GELU_TANH)
-        put(o, "%s = (T)0.5 * %s * ((T)1 + tanh%s((T)0.7978845608028654 * (%s + (T)0.044715 * %s * %s * %s)));",
+        gemm_put(o, "%s = (T)0.5 * %s * ((T)1 + tanh%s((T)0.7978845608028654 * (%s + (T)0.044715 * %s * %s * %s)));",
             x, x, f, x, x, x, x);
 }
 
-static void put_head(Out *o, const GemmSpec *s, const char *dialect)
+static void put_head(GemmOut *o, const GemmSpec *s, const char *dialect)
 {
-    put(o, "/* kiln gemm %s (%s): C[%lld][%lld][%lld] = A . B, A strides (%lld, %lld, %lld), "
+    gemm_put(o, "/* kiln gemm %s (%s): C[%lld][%lld][%lld] = A . B, A strides (%lld, %lld, %lld), "
            "B strides (%lld, %lld, %lld)%s%s */\n",
         s->name, dialect, (ll)s->batch, (ll)s->M, (ll)s->N, (ll)s->sa_b, (ll)s->sa_m, (ll)s->sa_k,
         (ll)s->sb_b, (ll)s->sb_k, (ll)s->sb_n, s->bias ? ", + bias[N]" : "",
         s->act == GEMM_ACT_RELU ? ", relu" : s->act == GEMM_ACT_GELU_TANH ? ", gelu_tanh" : "");
-    put(o, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n");
-    put(o, "typedef %s T;\n", s->dtype == GEMM_F32 ? "float" : "double");
+    gemm_put(o, "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n");
+    gemm_put(o, "typedef %s T;\n", s->dtype == GEMM_F32 ? "float" : "double");
     if (!s->epilogue) return;
-    put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
-    put(o, "typedef void (*%s_epi_t)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n", s->name);
-    put(o, "static %s_epi_t %s_epi; /* this call's: b[6], or %s */\n", s->name, s->name, s->epilogue);
+    gemm_put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
+    gemm_put(o, "typedef void (*%s_epi_t)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n", s->name);
+    gemm_put(o, "static %s_epi_t %s_epi; /* this call's: b[6], or %s */\n", s->name, s->name, s->epilogue);
 }
 
 /* the entry's epilogue: b[6] when the caller gives one (dots of one shape
  * sharing a unit, each with its own epilogue), else the named one */
-static void put_epi(Out *o, const GemmSpec *s)
+static void put_epi(GemmOut *o, const GemmSpec *s)
 {
-    if (s->epilogue) put(o, "    %s_epi = b[6] ? (%s_epi_t)b[6] : %s;\n", s->name, s->name, s->epilogue);
+    if (s->epilogue) gemm_put(o, "    %s_epi = b[6] ? (%s_epi_t)b[6] : %s;\n", s->name, s->name, s->epilogue);
 }
 
 /* ---- B as a convolution's window view (GemmWindow, src/target.h) ----
@@ -87,18 +79,18 @@ static void put_epi(Out *o, const GemmSpec *s)
  * index arithmetic, so no im2col buffer exists. */
 
 /* NAME_bw(X, k, i): B[k][i] of the window over X (this batch's x) */
-static void put_win_elem(Out *o, const GemmSpec *s, const char *at)
+static void put_win_elem(GemmOut *o, const GemmSpec *s, const char *at)
 {
     const GemmWindow *w = &s->win;
-    put(o, "%sstatic inline T %s_bw(const T *X, ptrdiff_t k, ptrdiff_t i)\n{\n", at, s->name);
-    put(o, "    const ptrdiff_t r = %s, j = %s; /* r: (c, ky, kx), j: (n, oy, ox) */\n", w->t ? "i" : "k",
+    gemm_put(o, "%sstatic inline T %s_bw(const T *X, ptrdiff_t k, ptrdiff_t i)\n{\n", at, s->name);
+    gemm_put(o, "    const ptrdiff_t r = %s, j = %s; /* r: (c, ky, kx), j: (n, oy, ox) */\n", w->t ? "i" : "k",
         w->t ? "k" : "i");
-    put(o, "    const ptrdiff_t y = j / %lld %% %lld * %lld + r / %lld %% %lld * %lld - %lld;\n", (ll)w->ow, (ll)w->oh,
+    gemm_put(o, "    const ptrdiff_t y = j / %lld %% %lld * %lld + r / %lld %% %lld * %lld - %lld;\n", (ll)w->ow, (ll)w->oh,
         (ll)w->sh, (ll)w->kw, (ll)w->kh, (ll)w->dh, (ll)w->ph);
-    put(o, "    const ptrdiff_t x = j %% %lld * %lld + r %% %lld * %lld - %lld;\n", (ll)w->ow, (ll)w->sw, (ll)w->kw,
+    gemm_put(o, "    const ptrdiff_t x = j %% %lld * %lld + r %% %lld * %lld - %lld;\n", (ll)w->ow, (ll)w->sw, (ll)w->kw,
         (ll)w->dw, (ll)w->pw);
-    put(o, "    if (y < 0 || y >= %lld || x < 0 || x >= %lld) return 0;\n", (ll)w->h, (ll)w->w);
-    put(o, "    return X[j / %lld * %lld + r / %lld * %lld + y * %lld + x * %lld];\n}\n", (ll)(w->oh * w->ow),
+    gemm_put(o, "    if (y < 0 || y >= %lld || x < 0 || x >= %lld) return 0;\n", (ll)w->h, (ll)w->w);
+    gemm_put(o, "    return X[j / %lld * %lld + r / %lld * %lld + y * %lld + x * %lld];\n}\n", (ll)(w->oh * w->ow),
         (ll)w->sx_n, (ll)(w->kh * w->kw), (ll)w->sx_c, (ll)w->sx_h, (ll)w->sx_w);
 }
 
@@ -106,34 +98,34 @@ static void put_win_elem(Out *o, const GemmSpec *s, const char *at)
  * a run of columns cut at each output row: the zeros of the padding are
  * stored as zeros and the rest is a strided copy (a contiguous one at
  * stride 1), with no test per element. */
-static void put_win_seg(Out *o, const GemmSpec *s, const char *n, const char *id, const char *at)
+static void put_win_seg(GemmOut *o, const GemmSpec *s, const char *n, const char *id, const char *at)
 {
     const GemmWindow *w = &s->win;
-    put(o, "%sstatic inline void %s_%s_wseg(const T *X, T *d, ptrdiff_t ds, ptrdiff_t cnt, ptrdiff_t j, ptrdiff_t r)\n{\n",
+    gemm_put(o, "%sstatic inline void %s_%s_wseg(const T *X, T *d, ptrdiff_t ds, ptrdiff_t cnt, ptrdiff_t j, ptrdiff_t r)\n{\n",
         at, n, id);
-    put(o, "    const ptrdiff_t hb = r / %lld %% %lld * %lld - %lld, wb = r %% %lld * %lld - %lld;\n", (ll)w->kw,
+    gemm_put(o, "    const ptrdiff_t hb = r / %lld %% %lld * %lld - %lld, wb = r %% %lld * %lld - %lld;\n", (ll)w->kw,
         (ll)w->kh, (ll)w->dh, (ll)w->ph, (ll)w->kw, (ll)w->dw, (ll)w->pw);
-    put(o, "    ptrdiff_t nn = j / %lld, oy = j / %lld %% %lld, ox = j %% %lld, e;\n", (ll)(w->oh * w->ow), (ll)w->ow,
+    gemm_put(o, "    ptrdiff_t nn = j / %lld, oy = j / %lld %% %lld, ox = j %% %lld, e;\n", (ll)(w->oh * w->ow), (ll)w->ow,
         (ll)w->oh, (ll)w->ow);
     /* ox*sw + wb in [0, w) for ox in [xlo, xhi): the valid columns of every row */
-    put(o, "    ptrdiff_t xlo = wb >= 0 ? 0 : (-wb + %lld) / %lld, xhi = %lld - wb <= 0 ? 0 : (%lld - wb + %lld) / %lld;\n",
+    gemm_put(o, "    ptrdiff_t xlo = wb >= 0 ? 0 : (-wb + %lld) / %lld, xhi = %lld - wb <= 0 ? 0 : (%lld - wb + %lld) / %lld;\n",
         (ll)(w->sw - 1), (ll)w->sw, (ll)w->w, (ll)(w->w - 1), (ll)w->sw, (ll)w->sw);
-    put(o, "    X += r / %lld * %lld;\n", (ll)(w->kh * w->kw), (ll)w->sx_c);
-    put(o, "    if (xhi > %lld) xhi = %lld;\n    if (xlo > xhi) xlo = xhi;\n", (ll)w->ow, (ll)w->ow);
-    put(o, "    while (cnt > 0) {\n");
-    put(o, "        const ptrdiff_t seg = cnt < %lld - ox ? cnt : %lld - ox, y = oy * %lld + hb;\n", (ll)w->ow,
+    gemm_put(o, "    X += r / %lld * %lld;\n", (ll)(w->kh * w->kw), (ll)w->sx_c);
+    gemm_put(o, "    if (xhi > %lld) xhi = %lld;\n    if (xlo > xhi) xlo = xhi;\n", (ll)w->ow, (ll)w->ow);
+    gemm_put(o, "    while (cnt > 0) {\n");
+    gemm_put(o, "        const ptrdiff_t seg = cnt < %lld - ox ? cnt : %lld - ox, y = oy * %lld + hb;\n", (ll)w->ow,
         (ll)w->ow, (ll)w->sh);
-    put(o, "        if (y < 0 || y >= %lld)\n            for (e = 0; e < seg; e++) d[e * ds] = 0;\n", (ll)w->h);
-    put(o, "        else {\n");
-    put(o, "            const T *src = X + nn * %lld + y * %lld;\n", (ll)w->sx_n, (ll)w->sx_h);
-    put(o, "            ptrdiff_t lo = xlo - ox, hi = xhi - ox;\n");
-    put(o, "            lo = lo < 0 ? 0 : lo > seg ? seg : lo;\n            hi = hi < lo ? lo : hi > seg ? seg : hi;\n");
-    put(o, "            for (e = 0; e < lo; e++) d[e * ds] = 0;\n");
-    put(o, "            for (e = lo; e < hi; e++) d[e * ds] = src[((ox + e) * %lld + wb) * %lld];\n", (ll)w->sw,
+    gemm_put(o, "        if (y < 0 || y >= %lld)\n            for (e = 0; e < seg; e++) d[e * ds] = 0;\n", (ll)w->h);
+    gemm_put(o, "        else {\n");
+    gemm_put(o, "            const T *src = X + nn * %lld + y * %lld;\n", (ll)w->sx_n, (ll)w->sx_h);
+    gemm_put(o, "            ptrdiff_t lo = xlo - ox, hi = xhi - ox;\n");
+    gemm_put(o, "            lo = lo < 0 ? 0 : lo > seg ? seg : lo;\n            hi = hi < lo ? lo : hi > seg ? seg : hi;\n");
+    gemm_put(o, "            for (e = 0; e < lo; e++) d[e * ds] = 0;\n");
+    gemm_put(o, "            for (e = lo; e < hi; e++) d[e * ds] = src[((ox + e) * %lld + wb) * %lld];\n", (ll)w->sw,
         (ll)w->sx_w);
-    put(o, "            for (e = hi; e < seg; e++) d[e * ds] = 0;\n        }\n");
-    put(o, "        d += seg * ds, cnt -= seg, ox += seg;\n");
-    put(o, "        if (ox == %lld) {\n            ox = 0;\n            if (++oy == %lld) oy = 0, nn++;\n        }\n    }\n}\n",
+    gemm_put(o, "            for (e = hi; e < seg; e++) d[e * ds] = 0;\n        }\n");
+    gemm_put(o, "        d += seg * ds, cnt -= seg, ox += seg;\n");
+    gemm_put(o, "        if (ox == %lld) {\n            ox = 0;\n            if (++oy == %lld) oy = 0, nn++;\n        }\n    }\n}\n",
         (ll)w->ow, (ll)w->oh);
 }
 
@@ -141,50 +133,50 @@ static void put_win_seg(Out *o, const GemmSpec *s, const char *n, const char *id
 
 enum { SMR = 4, SNR = 8 };
 
-static void render_scalar(Out *o, const GemmSpec *s)
+static void render_scalar(GemmOut *o, const GemmSpec *s)
 {
     put_head(o, s, "scalar");
     if (s->win.on) put_win_elem(o, s, "");
-    put(o, "void %s(void **b)\n{\n", s->name);
-    put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1];\n    const T *B = (const T *)b[2];\n");
-    if (s->epilogue) put(o, "    void **eb = (void **)b[5];\n");
+    gemm_put(o, "void %s(void **b)\n{\n", s->name);
+    gemm_put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1];\n    const T *B = (const T *)b[2];\n");
+    if (s->epilogue) gemm_put(o, "    void **eb = (void **)b[5];\n");
     put_epi(o, s);
-    if (s->bias) put(o, "    const T *bias = (const T *)b[3];\n");
-    put(o, "    ptrdiff_t t, i, j, k, ii, jj, mi, nj;\n    T acc[%d][%d];\n", SMR, SNR);
-    put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
-    put(o, "        const T *a = A + t * %lld;\n        const T *bb = B + t * %lld;\n"
+    if (s->bias) gemm_put(o, "    const T *bias = (const T *)b[3];\n");
+    gemm_put(o, "    ptrdiff_t t, i, j, k, ii, jj, mi, nj;\n    T acc[%d][%d];\n", SMR, SNR);
+    gemm_put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
+    gemm_put(o, "        const T *a = A + t * %lld;\n        const T *bb = B + t * %lld;\n"
            "        T *c = C + t * %lld;\n",
         (ll)s->sa_b, (ll)s->sb_b, (ll)s->M * s->N);
-    put(o, "        for (i = 0; i < %lld; i += %d) {\n", (ll)s->M, SMR);
-    put(o, "            mi = %lld - i < %d ? %lld - i : %d;\n", (ll)s->M, SMR, (ll)s->M, SMR);
-    put(o, "            for (j = 0; j < %lld; j += %d) {\n", (ll)s->N, SNR);
-    put(o, "                nj = %lld - j < %d ? %lld - j : %d;\n", (ll)s->N, SNR, (ll)s->N, SNR);
-    put(o, "                for (ii = 0; ii < %d; ii++)\n"
+    gemm_put(o, "        for (i = 0; i < %lld; i += %d) {\n", (ll)s->M, SMR);
+    gemm_put(o, "            mi = %lld - i < %d ? %lld - i : %d;\n", (ll)s->M, SMR, (ll)s->M, SMR);
+    gemm_put(o, "            for (j = 0; j < %lld; j += %d) {\n", (ll)s->N, SNR);
+    gemm_put(o, "                nj = %lld - j < %d ? %lld - j : %d;\n", (ll)s->N, SNR, (ll)s->N, SNR);
+    gemm_put(o, "                for (ii = 0; ii < %d; ii++)\n"
            "                    for (jj = 0; jj < %d; jj++) acc[ii][jj] = 0;\n", SMR, SNR);
-    put(o, "                for (k = 0; k < %lld; k++) {\n", (ll)s->K);
-    put(o, "                    const T *brow = bb + k * %lld + j * %lld;\n", (ll)s->sb_k, (ll)s->sb_n);
-    if (s->win.on) put(o, "                    (void)brow;\n");
-    put(o, "                    for (ii = 0; ii < mi; ii++) {\n");
-    put(o, "                        const T av = a[(i + ii) * %lld + k * %lld];\n", (ll)s->sa_m, (ll)s->sa_k);
+    gemm_put(o, "                for (k = 0; k < %lld; k++) {\n", (ll)s->K);
+    gemm_put(o, "                    const T *brow = bb + k * %lld + j * %lld;\n", (ll)s->sb_k, (ll)s->sb_n);
+    if (s->win.on) gemm_put(o, "                    (void)brow;\n");
+    gemm_put(o, "                    for (ii = 0; ii < mi; ii++) {\n");
+    gemm_put(o, "                        const T av = a[(i + ii) * %lld + k * %lld];\n", (ll)s->sa_m, (ll)s->sa_k);
     if (s->win.on)
-        put(o, "                        for (jj = 0; jj < nj; jj++) acc[ii][jj] += av * %s_bw(bb, k, j + jj);\n",
+        gemm_put(o, "                        for (jj = 0; jj < nj; jj++) acc[ii][jj] += av * %s_bw(bb, k, j + jj);\n",
             s->name);
     else
-        put(o, "                        for (jj = 0; jj < nj; jj++) acc[ii][jj] += av * brow[jj * %lld];\n",
+        gemm_put(o, "                        for (jj = 0; jj < nj; jj++) acc[ii][jj] += av * brow[jj * %lld];\n",
             (ll)s->sb_n);
-    put(o, "                    }\n                }\n");
-    put(o, "                for (ii = 0; ii < mi; ii++)\n                    for (jj = 0; jj < nj; jj++) {\n");
-    put(o, "                        T x = acc[ii][jj];\n");
-    if (s->bias) put(o, "                        x += bias[j + jj];\n");
+    gemm_put(o, "                    }\n                }\n");
+    gemm_put(o, "                for (ii = 0; ii < mi; ii++)\n                    for (jj = 0; jj < nj; jj++) {\n");
+    gemm_put(o, "                        T x = acc[ii][jj];\n");
+    if (s->bias) gemm_put(o, "                        x += bias[j + jj];\n");
     if (s->act) {
-        put(o, "                        ");
-        put_act(o, s, "x");
-        put(o, "\n");
+        gemm_put(o, "                        ");
+        gemm_put_act(o, s, "x");
+        gemm_put(o, "\n");
     }
-    put(o, "                        c[(i + ii) * %lld + j + jj] = x;\n", (ll)s->N);
-    put(o, "                    }\n");
-    if (s->epilogue) put(o, "                %s_epi(eb, t, i, i + mi, j, j + nj);\n", s->name);
-    put(o, "            }\n        }\n    }\n}\n");
+    gemm_put(o, "                        c[(i + ii) * %lld + j + jj] = x;\n", (ll)s->N);
+    gemm_put(o, "                    }\n");
+    if (s->epilogue) gemm_put(o, "                %s_epi(eb, t, i, i + mi, j, j + nj);\n", s->name);
+    gemm_put(o, "            }\n        }\n    }\n}\n");
 }
 
 /* ---- runtime dialect: a call into the library's GEMM (src/gemm_rt.h) ---- */
@@ -192,13 +184,13 @@ static void render_scalar(Out *o, const GemmSpec *s)
 /* The unit declares KnRtGemm itself, once per source (it includes nothing of kiln's); it must match
  * src/gemm_rt.h field for field. The epilogue runs once per batch on the whole of C, after the
  * GEMM: every tile is final by then. */
-static void render_runtime(Out *o, const GemmSpec *s)
+static void render_runtime(GemmOut *o, const GemmSpec *s)
 {
     const char *n = s->name;
-    put(o, "/* kiln gemm %s (runtime): C[%lld][%lld][%lld] = A . B through kn_rt_gemm */\n", n, (ll)s->batch,
+    gemm_put(o, "/* kiln gemm %s (runtime): C[%lld][%lld][%lld] = A . B through kn_rt_gemm */\n", n, (ll)s->batch,
         (ll)s->M, (ll)s->N);
-    put(o, "#include <stddef.h>\n#include <stdint.h>\n");
-    put(o, "#ifndef KN_RT_GEMM\n#define KN_RT_GEMM\n"
+    gemm_put(o, "#include <stddef.h>\n#include <stdint.h>\n");
+    gemm_put(o, "#ifndef KN_RT_GEMM\n#define KN_RT_GEMM\n"
            "typedef struct KnRtGemm {\n    void *C;\n    const void *A, *B, *bias;\n    int64_t batch, M, N, K;\n"
            "    int64_t sa_b, sa_m, sa_k;\n    int64_t sb_b, sb_k, sb_n;\n    int dtype, act;\n"
            "    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);\n    int threads;\n"
@@ -207,27 +199,27 @@ static void render_runtime(Out *o, const GemmSpec *s)
            "/* KnParallel */\n"
            "typedef void (*KnRtEpi)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n"
            "void kn_rt_gemm(const KnRtGemm *g);\n#endif\n");
-    if (s->epilogue) put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
-    put(o, "void %s(void **b)\n{\n    KnRtGemm g;\n    const KnRtPar *par = (const KnRtPar *)b[4];\n", n);
+    if (s->epilogue) gemm_put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
+    gemm_put(o, "void %s(void **b)\n{\n    KnRtGemm g;\n    const KnRtPar *par = (const KnRtPar *)b[4];\n", n);
     if (s->win.on) {
         const GemmWindow *w = &s->win;
-        put(o, "    static const int64_t win[19] = {%d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
+        gemm_put(o, "    static const int64_t win[19] = {%d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
                "%lld, %lld, %lld, %lld, %lld, %lld, %lld};\n",
             w->t, (ll)w->n, (ll)w->c, (ll)w->h, (ll)w->w, (ll)w->kh, (ll)w->kw, (ll)w->oh, (ll)w->ow, (ll)w->sh,
             (ll)w->sw, (ll)w->dh, (ll)w->dw, (ll)w->ph, (ll)w->pw, (ll)w->sx_n, (ll)w->sx_c, (ll)w->sx_h, (ll)w->sx_w);
     }
-    put(o, "    g.C = b[0], g.A = b[1], g.B = b[2], g.bias = %s;\n", s->bias ? "b[3]" : "0");
-    put(o, "    g.batch = %lld, g.M = %lld, g.N = %lld, g.K = %lld;\n", (ll)s->batch, (ll)s->M, (ll)s->N, (ll)s->K);
-    put(o, "    g.sa_b = %lld, g.sa_m = %lld, g.sa_k = %lld;\n", (ll)s->sa_b, (ll)s->sa_m, (ll)s->sa_k);
-    put(o, "    g.sb_b = %lld, g.sb_k = %lld, g.sb_n = %lld;\n", (ll)s->sb_b, (ll)s->sb_k, (ll)s->sb_n);
-    put(o, "    g.dtype = %d, g.act = %d;\n", s->dtype, s->act);
-    put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
-    put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s;\n    kn_rt_gemm(&g);\n", s->win.on ? "win" : "0");
+    gemm_put(o, "    g.C = b[0], g.A = b[1], g.B = b[2], g.bias = %s;\n", s->bias ? "b[3]" : "0");
+    gemm_put(o, "    g.batch = %lld, g.M = %lld, g.N = %lld, g.K = %lld;\n", (ll)s->batch, (ll)s->M, (ll)s->N, (ll)s->K);
+    gemm_put(o, "    g.sa_b = %lld, g.sa_m = %lld, g.sa_k = %lld;\n", (ll)s->sa_b, (ll)s->sa_m, (ll)s->sa_k);
+    gemm_put(o, "    g.sb_b = %lld, g.sb_k = %lld, g.sb_n = %lld;\n", (ll)s->sb_b, (ll)s->sb_k, (ll)s->sb_n);
+    gemm_put(o, "    g.dtype = %d, g.act = %d;\n", s->dtype, s->act);
+    gemm_put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
+    gemm_put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s;\n    kn_rt_gemm(&g);\n", s->win.on ? "win" : "0");
     if (s->epilogue)
-        put(o, "    {\n        KnRtEpi epi = b[6] ? (KnRtEpi)b[6] : %s;\n        int64_t t;\n"
+        gemm_put(o, "    {\n        KnRtEpi epi = b[6] ? (KnRtEpi)b[6] : %s;\n        int64_t t;\n"
                "        for (t = 0; t < %lld; t++) epi((void **)b[5], t, 0, %lld, 0, %lld);\n    }\n",
             s->epilogue, (ll)s->batch, (ll)s->M, (ll)s->N);
-    put(o, "}\n");
+    gemm_put(o, "}\n");
 }
 
 /* ---- SIMD dialect ---- */
@@ -340,64 +332,64 @@ static Blocks blocks(const GemmSpec *s, const Isa *isa)
  * nothing) when b[4] asks for one thread or the problem is too small to split. Tiles start at the same
  * multiples of NR and K is blocked the same as in one thread, so every element of C is computed by one
  * task with the same operations in the same order: the result is bitwise that of one thread. */
-static void render_par(Out *o, const GemmSpec *s, const Isa *isa, const Blocks *bk)
+static void render_par(GemmOut *o, const GemmSpec *s, const Isa *isa, const Blocks *bk)
 {
     const char *n = s->name, *id = isa->id, *at = isa->attr;
     ll work = (ll)s->batch * s->M * s->N * s->K;
     if (bk->sapack) {
         /* task i packs the row panels [i mp / tasks, (i+1) mp / tasks) of every K block into the shared
          * buffer: block (ic, pc) at pc * MP + ic * kc (MP = mp * MR), laid out as NAME_<isa>_cols packs it */
-        put(o, "%sstatic void %s_%s_pack_task(void *arg, int i)\n{\n", at, n, id);
-        put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
-        put(o, "    ptrdiff_t r0 = %d * (i * (ptrdiff_t)%lld / j->tasks), r1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks), pc;\n",
+        gemm_put(o, "%sstatic void %s_%s_pack_task(void *arg, int i)\n{\n", at, n, id);
+        gemm_put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
+        gemm_put(o, "    ptrdiff_t r0 = %d * (i * (ptrdiff_t)%lld / j->tasks), r1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks), pc;\n",
             bk->mr, bk->mp, bk->mr, bk->mp);
-        put(o, "    if (r1 > %lld) r1 = %lld;\n", (ll)s->M, (ll)s->M);
-        put(o, "    for (pc = 0; r0 < r1 && pc < %lld; pc += %lld) {\n", (ll)s->K, bk->kc);
-        put(o, "        const ptrdiff_t kc = %lld - pc < %lld ? %lld - pc : %lld;\n", (ll)s->K, bk->kc, (ll)s->K, bk->kc);
-        put(o, "        %s_%s_pack_a(j->A, r0, r1 - r0, pc, kc, %s_%s_sap + pc * %lld + r0 * kc);\n    }\n}\n", n, id, n,
+        gemm_put(o, "    if (r1 > %lld) r1 = %lld;\n", (ll)s->M, (ll)s->M);
+        gemm_put(o, "    for (pc = 0; r0 < r1 && pc < %lld; pc += %lld) {\n", (ll)s->K, bk->kc);
+        gemm_put(o, "        const ptrdiff_t kc = %lld - pc < %lld ? %lld - pc : %lld;\n", (ll)s->K, bk->kc, (ll)s->K, bk->kc);
+        gemm_put(o, "        %s_%s_pack_a(j->A, r0, r1 - r0, pc, kc, %s_%s_sap + pc * %lld + r0 * kc);\n    }\n}\n", n, id, n,
             id, bk->mp * bk->mr);
     }
     if (bk->rt) { /* one column block: task i computes the row panels [i mp / tasks, (i+1) mp / tasks) (ROWS) */
         ll padwork = (ll)s->batch * s->M * bk->npad * s->K;
-        put(o, "%sstatic void %s_%s_rtask(void *arg, int i)\n{\n", at, n, id);
-        put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
-        put(o, "    ptrdiff_t m0 = %d * (i * (ptrdiff_t)%lld / j->tasks), "
+        gemm_put(o, "%sstatic void %s_%s_rtask(void *arg, int i)\n{\n", at, n, id);
+        gemm_put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
+        gemm_put(o, "    ptrdiff_t m0 = %d * (i * (ptrdiff_t)%lld / j->tasks), "
                "m1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n", bk->mr, bk->mp, bk->mr, bk->mp);
-        put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, 0, %lld, m0, m1 < %lld ? m1 : %lld, %s_%s_pap + i * %lld, "
+        gemm_put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, 0, %lld, m0, m1 < %lld ? m1 : %lld, %s_%s_pap + i * %lld, "
                "%s_%s_pbp + i * %lld, 0, j->bk, j->eb);\n}\n",
             n, id, (ll)s->N, (ll)s->M, (ll)s->M, n, id, round16(bk->apack), n, id, round16(bk->bpack));
-        put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
+        gemm_put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
                "void **eb)\n{\n", n, id, n);
-        put(o, "    %s_job j;\n", n);
-        put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", padwork, PAR_WORK);
-        put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", bk->rt, bk->rt);
-        put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.bk = bk, j.eb = eb, j.slot = 0;\n");
-        put(o, "    par->parallel_for(j.tasks, %s_%s_rtask, &j);\n    return 1;\n}\n", n, id);
+        gemm_put(o, "    %s_job j;\n", n);
+        gemm_put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", padwork, PAR_WORK);
+        gemm_put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", bk->rt, bk->rt);
+        gemm_put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.bk = bk, j.eb = eb, j.slot = 0;\n");
+        gemm_put(o, "    par->parallel_for(j.tasks, %s_%s_rtask, &j);\n    return 1;\n}\n", n, id);
         return;
     }
-    put(o, "%sstatic void %s_%s_task(void *arg, int i)\n{\n", at, n, id);
-    put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
-    put(o, "    ptrdiff_t n0 = %d * (i * (ptrdiff_t)%lld / j->tasks), n1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n",
+    gemm_put(o, "%sstatic void %s_%s_task(void *arg, int i)\n{\n", at, n, id);
+    gemm_put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
+    gemm_put(o, "    ptrdiff_t n0 = %d * (i * (ptrdiff_t)%lld / j->tasks), n1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n",
         bk->nr, bk->nb, bk->nr, bk->nb);
-    put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, 0, %lld, %s_%s_pap + i * %lld, "
+    gemm_put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, 0, %lld, %s_%s_pap + i * %lld, "
            "%s_%s_pbp + i * j->slot, ",
         n, id, (ll)s->N, (ll)s->N, (ll)s->M, n, id, round16(bk->apack), n, id);
-    if (bk->sapack) put(o, "%s_%s_sap, j->bk, j->eb);\n}\n", n, id);
-    else put(o, "0, j->bk, j->eb);\n}\n");
-    put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
+    if (bk->sapack) gemm_put(o, "%s_%s_sap, j->bk, j->eb);\n}\n", n, id);
+    else gemm_put(o, "0, j->bk, j->eb);\n}\n");
+    gemm_put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
            "void **eb)\n{\n", n, id, n);
-    put(o, "    %s_job j;\n    ptrdiff_t cols;\n", n);
-    put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", work, PAR_WORK);
-    put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", min_ll(MAXT, bk->nb), min_ll(MAXT, bk->nb));
-    put(o, "    if (j.tasks < 2) return 0;\n");
-    put(o, "    cols = %d * ((%lld + j.tasks - 1) / j.tasks);\n", bk->nr, bk->nb);
-    put(o, "    j.slot = ((cols < %lld ? cols : %lld) * %lld + 15) / 16 * 16;\n", bk->nc, bk->nc, bk->kc);
-    put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.bk = bk, j.eb = eb;\n");
-    if (bk->sapack) put(o, "    par->parallel_for(j.tasks, %s_%s_pack_task, &j);\n", n, id);
-    put(o, "    par->parallel_for(j.tasks, %s_%s_task, &j);\n    return 1;\n}\n", n, id);
+    gemm_put(o, "    %s_job j;\n    ptrdiff_t cols;\n", n);
+    gemm_put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", work, PAR_WORK);
+    gemm_put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", min_ll(MAXT, bk->nb), min_ll(MAXT, bk->nb));
+    gemm_put(o, "    if (j.tasks < 2) return 0;\n");
+    gemm_put(o, "    cols = %d * ((%lld + j.tasks - 1) / j.tasks);\n", bk->nr, bk->nb);
+    gemm_put(o, "    j.slot = ((cols < %lld ? cols : %lld) * %lld + 15) / 16 * 16;\n", bk->nc, bk->nc, bk->kc);
+    gemm_put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.bk = bk, j.eb = eb;\n");
+    if (bk->sapack) gemm_put(o, "    par->parallel_for(j.tasks, %s_%s_pack_task, &j);\n", n, id);
+    gemm_put(o, "    par->parallel_for(j.tasks, %s_%s_task, &j);\n    return 1;\n}\n", n, id);
 }
 
-static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
+static void render_isa(GemmOut *o, const GemmSpec *s, const Isa *isa)
 {
     Blocks bk = blocks(s, isa);
     const char *n = s->name, *id = isa->id, *at = isa->attr;
@@ -406,82 +398,82 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
     const char *fma = s->dtype == GEMM_F32 ? isa->fma32 : isa->fma64;
     ll M = s->M, N = s->N, K = s->K;
 
-    put(o, "\n/* ---- %s: %dx%d tile of %d-lane vectors; KC %lld, MC %lld, NC %lld ---- */\n", id, mr, nr, L,
+    gemm_put(o, "\n/* ---- %s: %dx%d tile of %d-lane vectors; KC %lld, MC %lld, NC %lld ---- */\n", id, mr, nr, L,
         bk.kc, bk.mc, bk.nc);
-    put(o, "#define %s_%s_APACK %lld\n#define %s_%s_BPACK %lld\n", n, id, bk.apack, n, id, bk.bpack);
-    put(o, "typedef T %s_%s_v __attribute__((vector_size(%d)));\n", n, id, isa->vbytes);
-    put(o, "typedef %s %s_%s_vi __attribute__((vector_size(%d)));\n", vi, n, id, isa->vbytes);
-    if (fma) put(o, "#define %s_%s_fma(a, b, c) %s\n", n, id, fma);
-    put(o, "static T %s_%s_ap[%lld] __attribute__((aligned(64)));\n", n, id, bk.apack);
-    put(o, "static T %s_%s_bp[%lld] __attribute__((aligned(64)));\n", n, id, bk.bpack);
-    put(o, "static T %s_%s_pap[%lld] __attribute__((aligned(64)));\n", n, id, bk.papack);
-    put(o, "static T %s_%s_pbp[%lld] __attribute__((aligned(64)));\n", n, id, bk.pbpack);
-    if (bk.sapack) put(o, "static T %s_%s_sap[%lld] __attribute__((aligned(64)));\n", n, id, bk.sapack);
+    gemm_put(o, "#define %s_%s_APACK %lld\n#define %s_%s_BPACK %lld\n", n, id, bk.apack, n, id, bk.bpack);
+    gemm_put(o, "typedef T %s_%s_v __attribute__((vector_size(%d)));\n", n, id, isa->vbytes);
+    gemm_put(o, "typedef %s %s_%s_vi __attribute__((vector_size(%d)));\n", vi, n, id, isa->vbytes);
+    if (fma) gemm_put(o, "#define %s_%s_fma(a, b, c) %s\n", n, id, fma);
+    gemm_put(o, "static T %s_%s_ap[%lld] __attribute__((aligned(64)));\n", n, id, bk.apack);
+    gemm_put(o, "static T %s_%s_bp[%lld] __attribute__((aligned(64)));\n", n, id, bk.bpack);
+    gemm_put(o, "static T %s_%s_pap[%lld] __attribute__((aligned(64)));\n", n, id, bk.papack);
+    gemm_put(o, "static T %s_%s_pbp[%lld] __attribute__((aligned(64)));\n", n, id, bk.pbpack);
+    if (bk.sapack) gemm_put(o, "static T %s_%s_sap[%lld] __attribute__((aligned(64)));\n", n, id, bk.sapack);
 
     /* pack A rows [ic, ic+mc), k [pc, pc+kc) into mr-row panels: ap[p*kc + k*mr + i] */
-    put(o, "%sstatic void %s_%s_pack_a(const T *A, ptrdiff_t ic, ptrdiff_t mc, ptrdiff_t pc, ptrdiff_t kc, T *ap)\n{\n",
+    gemm_put(o, "%sstatic void %s_%s_pack_a(const T *A, ptrdiff_t ic, ptrdiff_t mc, ptrdiff_t pc, ptrdiff_t kc, T *ap)\n{\n",
         at, n, id);
-    put(o, "    ptrdiff_t p, i, k;\n    for (p = 0; p < mc; p += %d) {\n", mr);
-    put(o, "        T *d = ap + p * kc;\n        ptrdiff_t m = mc - p < %d ? mc - p : %d;\n", mr, mr);
+    gemm_put(o, "    ptrdiff_t p, i, k;\n    for (p = 0; p < mc; p += %d) {\n", mr);
+    gemm_put(o, "        T *d = ap + p * kc;\n        ptrdiff_t m = mc - p < %d ? mc - p : %d;\n", mr, mr);
     if (abs_ll(s->sa_k) <= abs_ll(s->sa_m)) {
-        put(o, "        for (i = 0; i < m; i++) {\n"
+        gemm_put(o, "        for (i = 0; i < m; i++) {\n"
                "            const T *src = A + (ic + p + i) * %lld + pc * %lld;\n"
                "            for (k = 0; k < kc; k++) d[k * %d + i] = src[k * %lld];\n        }\n",
             (ll)s->sa_m, (ll)s->sa_k, mr, (ll)s->sa_k);
     } else {
-        put(o, "        for (k = 0; k < kc; k++) {\n"
+        gemm_put(o, "        for (k = 0; k < kc; k++) {\n"
                "            const T *src = A + (ic + p) * %lld + (pc + k) * %lld;\n"
                "            for (i = 0; i < m; i++) d[k * %d + i] = src[i * %lld];\n        }\n",
             (ll)s->sa_m, (ll)s->sa_k, mr, (ll)s->sa_m);
     }
-    put(o, "        for (i = m; i < %d; i++)\n            for (k = 0; k < kc; k++) d[k * %d + i] = 0;\n    }\n}\n",
+    gemm_put(o, "        for (i = m; i < %d; i++)\n            for (k = 0; k < kc; k++) d[k * %d + i] = 0;\n    }\n}\n",
         mr, mr);
 
     /* pack B k [pc, pc+kc), columns [jc, jc+nc) into nr-column panels: bp[q*kc + k*nr + j] */
     if (s->win.on) put_win_seg(o, s, n, id, at);
-    put(o, "%sstatic void %s_%s_pack_b(const T *B, ptrdiff_t pc, ptrdiff_t kc, ptrdiff_t jc, ptrdiff_t nc, T *bp)\n{\n",
+    gemm_put(o, "%sstatic void %s_%s_pack_b(const T *B, ptrdiff_t pc, ptrdiff_t kc, ptrdiff_t jc, ptrdiff_t nc, T *bp)\n{\n",
         at, n, id);
-    put(o, "    ptrdiff_t q, j, k;\n    for (q = 0; q < nc; q += %d) {\n", nr);
-    put(o, "        T *d = bp + q * kc;\n        ptrdiff_t w = nc - q < %d ? nc - q : %d;\n", nr, nr);
+    gemm_put(o, "    ptrdiff_t q, j, k;\n    for (q = 0; q < nc; q += %d) {\n", nr);
+    gemm_put(o, "        T *d = bp + q * kc;\n        ptrdiff_t w = nc - q < %d ? nc - q : %d;\n", nr, nr);
     if (s->win.on && !s->win.t) { /* row k: the window of kernel offset pc + k, along its columns */
-        put(o, "        for (k = 0; k < kc; k++) {\n"
+        gemm_put(o, "        for (k = 0; k < kc; k++) {\n"
                "            %s_%s_wseg(B, d + k * %d, 1, w, jc + q, pc + k);\n"
                "            for (j = w; j < %d; j++) d[k * %d + j] = 0;\n        }\n",
             n, id, nr, nr, nr);
     } else if (s->win.on) { /* column j: the window of kernel offset jc + q + j, down its rows */
-        put(o, "        for (j = 0; j < w; j++) %s_%s_wseg(B, d + j, %d, kc, pc, jc + q + j);\n"
+        gemm_put(o, "        for (j = 0; j < w; j++) %s_%s_wseg(B, d + j, %d, kc, pc, jc + q + j);\n"
                "        for (j = w; j < %d; j++)\n            for (k = 0; k < kc; k++) d[k * %d + j] = 0;\n",
             n, id, nr, nr, nr);
     } else if (s->sb_n == 1) { /* rows of B contiguous: a whole panel row is one copy (gcc -O2 left the
                                  * element loop scalar: 84% of a batched GEMM's packing, 9% of its time) */
-        put(o, "        for (k = 0; k < kc; k++) {\n"
+        gemm_put(o, "        for (k = 0; k < kc; k++) {\n"
                "            const T *src = B + (pc + k) * %lld + jc + q;\n"
                "            if (w == %d)\n                memcpy(d + k * %d, src, sizeof(T) * %d);\n"
                "            else {\n                for (j = 0; j < w; j++) d[k * %d + j] = src[j];\n"
                "                for (; j < %d; j++) d[k * %d + j] = 0;\n            }\n        }\n",
             (ll)s->sb_k, nr, nr, nr, nr, nr, nr);
     } else if (abs_ll(s->sb_n) <= abs_ll(s->sb_k)) {
-        put(o, "        for (k = 0; k < kc; k++) {\n"
+        gemm_put(o, "        for (k = 0; k < kc; k++) {\n"
                "            const T *src = B + (pc + k) * %lld + (jc + q) * %lld;\n"
                "            if (w == %d)\n                for (j = 0; j < %d; j++) d[k * %d + j] = src[j * %lld];\n"
                "            else {\n                for (j = 0; j < w; j++) d[k * %d + j] = src[j * %lld];\n"
                "                for (; j < %d; j++) d[k * %d + j] = 0;\n            }\n        }\n",
             (ll)s->sb_k, (ll)s->sb_n, nr, nr, nr, (ll)s->sb_n, nr, (ll)s->sb_n, nr, nr);
     } else {
-        put(o, "        for (j = 0; j < w; j++) {\n"
+        gemm_put(o, "        for (j = 0; j < w; j++) {\n"
                "            const T *src = B + pc * %lld + (jc + q + j) * %lld;\n"
                "            for (k = 0; k < kc; k++) d[k * %d + j] = src[k * %lld];\n        }\n"
                "        for (j = w; j < %d; j++)\n            for (k = 0; k < kc; k++) d[k * %d + j] = 0;\n",
             (ll)s->sb_k, (ll)s->sb_n, nr, (ll)s->sb_k, nr, nr);
     }
-    put(o, "    }\n}\n");
+    gemm_put(o, "    }\n}\n");
     if (s->bkeep) {
         /* all of B kept packed: K block pc at pc * NPAD, its panel of columns [q, q + NR) at q * kc, each
          * laid out as pack_b lays out a block, so a column range's block is a pointer into it */
-        put(o, "#define %s_%s_BKEEP %lld\n", n, id, (ll)s->K * bk.npad);
-        put(o, "%sstatic void %s_%s_bpack(const T *B, T *d)\n{\n    ptrdiff_t pc;\n", at, n, id);
-        put(o, "    for (pc = 0; pc < %lld; pc += %lld)\n", (ll)s->K, bk.kc);
-        put(o, "        %s_%s_pack_b(B, pc, %lld - pc < %lld ? %lld - pc : %lld, 0, %lld, d + pc * %lld);\n}\n", n, id,
+        gemm_put(o, "#define %s_%s_BKEEP %lld\n", n, id, (ll)s->K * bk.npad);
+        gemm_put(o, "%sstatic void %s_%s_bpack(const T *B, T *d)\n{\n    ptrdiff_t pc;\n", at, n, id);
+        gemm_put(o, "    for (pc = 0; pc < %lld; pc += %lld)\n", (ll)s->K, bk.kc);
+        gemm_put(o, "        %s_%s_pack_b(B, pc, %lld - pc < %lld ? %lld - pc : %lld, 0, %lld, d + pc * %lld);\n}\n", n, id,
             (ll)s->K, bk.kc, (ll)s->K, bk.kc, (ll)s->N, bk.npad);
     }
 
@@ -489,143 +481,143 @@ static void render_isa(Out *o, const GemmSpec *s, const Isa *isa)
      * + bias[0..nr) if bias, relu if the spec says so (gelu is applied by the caller). Not
      * inlined: its two calls (whole tiles, edge tiles) would be two copies of the largest code of
      * the unit, 15% of cc's time on a unit, for one call per kc multiply-adds of a tile. */
-    put(o, "%s__attribute__((noinline)) static void %s_%s_ukr(ptrdiff_t kc, const T *a, const T *b, T *c, "
+    gemm_put(o, "%s__attribute__((noinline)) static void %s_%s_ukr(ptrdiff_t kc, const T *a, const T *b, T *c, "
            "ptrdiff_t ldc, int first, int last, const T *bias)\n{\n",
         at, n, id);
-    put(o, "    typedef %s_%s_v V;\n", n, id);
-    put(o, "    ptrdiff_t k;\n    V");
+    gemm_put(o, "    typedef %s_%s_v V;\n", n, id);
+    gemm_put(o, "    ptrdiff_t k;\n    V");
     for (i = 0; i < mr; i++)
-        for (v = 0; v < nv; v++) put(o, "%s c%d_%d = {0}", i || v ? "," : "", i, v);
-    put(o, ";\n");
+        for (v = 0; v < nv; v++) gemm_put(o, "%s c%d_%d = {0}", i || v ? "," : "", i, v);
+    gemm_put(o, ";\n");
     /* the C tile is read or written after the loop: start fetching its lines now */
     for (i = 0; i < mr; i++)
-        put(o, "    __builtin_prefetch(c + %d * ldc, 1);\n    __builtin_prefetch(c + %d * ldc + %d, 1);\n", i, i, nr - 1);
-    put(o, "    for (k = 0; k < kc; k++) {\n");
-    for (v = 0; v < nv; v++) put(o, "        const V b%d = *(const V *)(b + %d);\n", v, v * L);
+        gemm_put(o, "    __builtin_prefetch(c + %d * ldc, 1);\n    __builtin_prefetch(c + %d * ldc + %d, 1);\n", i, i, nr - 1);
+    gemm_put(o, "    for (k = 0; k < kc; k++) {\n");
+    for (v = 0; v < nv; v++) gemm_put(o, "        const V b%d = *(const V *)(b + %d);\n", v, v * L);
     for (i = 0; i < mr; i++) {
-        put(o, "        { const T a%d = a[%d];", i, i);
+        gemm_put(o, "        { const T a%d = a[%d];", i, i);
         if (fma) { /* the scalar broadcast to a vector: an embedded broadcast of the FMA's operand */
-            put(o, " const V av%d = {", i);
-            for (v = 0; v < L; v++) put(o, "%sa%d", v ? ", " : "", i);
-            put(o, "};");
+            gemm_put(o, " const V av%d = {", i);
+            for (v = 0; v < L; v++) gemm_put(o, "%sa%d", v ? ", " : "", i);
+            gemm_put(o, "};");
         }
         for (v = 0; v < nv; v++) {
-            if (fma) put(o, " c%d_%d = %s_%s_fma(av%d, b%d, c%d_%d);", i, v, n, id, i, v, i, v);
-            else put(o, " c%d_%d += a%d * b%d;", i, v, i, v);
+            if (fma) gemm_put(o, " c%d_%d = %s_%s_fma(av%d, b%d, c%d_%d);", i, v, n, id, i, v, i, v);
+            else gemm_put(o, " c%d_%d += a%d * b%d;", i, v, i, v);
         }
-        put(o, " }\n");
+        gemm_put(o, " }\n");
     }
-    put(o, "        a += %d;\n        b += %d;\n    }\n", mr, nr);
-    put(o, "    if (!first) {\n        V t;\n");
+    gemm_put(o, "        a += %d;\n        b += %d;\n    }\n", mr, nr);
+    gemm_put(o, "    if (!first) {\n        V t;\n");
     for (i = 0; i < mr; i++)
         for (v = 0; v < nv; v++)
-            put(o, "        memcpy(&t, c + %d * ldc + %d, sizeof t); c%d_%d += t;\n", i, v * L, i, v);
-    put(o, "    }\n");
+            gemm_put(o, "        memcpy(&t, c + %d * ldc + %d, sizeof t); c%d_%d += t;\n", i, v * L, i, v);
+    gemm_put(o, "    }\n");
     if (s->bias || s->act == GEMM_ACT_RELU) {
-        put(o, "    if (last) {\n");
+        gemm_put(o, "    if (last) {\n");
         if (s->bias) {
-            put(o, "        if (bias) {\n");
+            gemm_put(o, "        if (bias) {\n");
             for (v = 0; v < nv; v++) {
-                put(o, "            V bb%d;\n            memcpy(&bb%d, bias + %d, sizeof bb%d);\n", v, v, v * L, v);
-                for (i = 0; i < mr; i++) put(o, "            c%d_%d += bb%d;\n", i, v, v);
+                gemm_put(o, "            V bb%d;\n            memcpy(&bb%d, bias + %d, sizeof bb%d);\n", v, v, v * L, v);
+                for (i = 0; i < mr; i++) gemm_put(o, "            c%d_%d += bb%d;\n", i, v, v);
             }
-            put(o, "        }\n");
+            gemm_put(o, "        }\n");
         }
         if (s->act == GEMM_ACT_RELU) {
-            put(o, "        {\n            const V z = {0};\n");
+            gemm_put(o, "        {\n            const V z = {0};\n");
             for (i = 0; i < mr; i++)
                 for (v = 0; v < nv; v++)
-                    put(o, "            c%d_%d = (V)((%s_%s_vi)c%d_%d & ~(%s_%s_vi)(c%d_%d < z));\n", i, v, n, id, i,
+                    gemm_put(o, "            c%d_%d = (V)((%s_%s_vi)c%d_%d & ~(%s_%s_vi)(c%d_%d < z));\n", i, v, n, id, i,
                         v, n, id, i, v);
-            put(o, "        }\n");
+            gemm_put(o, "        }\n");
         }
-        put(o, "    }\n");
+        gemm_put(o, "    }\n");
     } else {
-        put(o, "    (void)last;\n    (void)bias;\n");
+        gemm_put(o, "    (void)last;\n    (void)bias;\n");
     }
     for (i = 0; i < mr; i++)
-        for (v = 0; v < nv; v++) put(o, "    memcpy(c + %d * ldc + %d, &c%d_%d, sizeof c%d_%d);\n", i, v * L, i, v, i, v);
-    put(o, "}\n");
+        for (v = 0; v < nv; v++) gemm_put(o, "    memcpy(c + %d * ldc + %d, &c%d_%d, sizeof c%d_%d);\n", i, v * L, i, v, i, v);
+    gemm_put(o, "}\n");
 
     /* the column-range driver */
     /* sa: A packed whole (NAME_<isa>_sap, filled by the pack tasks), or 0: pack each block into ap;
      * bk: B kept packed (NAME_<isa>_bpack's layout, spec.bkeep), or 0: pack each block into bp */
-    put(o, "%sstatic void %s_%s_cols(T *C, const T *A, const T *B, const T *bias, ptrdiff_t n0, ptrdiff_t n1, "
+    gemm_put(o, "%sstatic void %s_%s_cols(T *C, const T *A, const T *B, const T *bias, ptrdiff_t n0, ptrdiff_t n1, "
            "ptrdiff_t m0, ptrdiff_t m1, T *ap, T *bp, const T *sa, const T *bk, void **eb)\n{\n",
         at, n, id);
-    if (!s->epilogue) put(o, "    (void)eb;\n");
-    put(o, "    ptrdiff_t t, jc, pc, ic, jr, ir, i, j;\n");
-    put(o, "    T tile[%d] __attribute__((aligned(64)));\n", mr * nr);
-    put(o, "    (void)bias;\n");
-    if (!s->bkeep) put(o, "    (void)bk;\n");
-    put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
-    put(o, "        const T *At = A + t * %lld, *Bt = B + t * %lld;\n        T *Ct = C + t * %lld;\n", (ll)s->sa_b,
+    if (!s->epilogue) gemm_put(o, "    (void)eb;\n");
+    gemm_put(o, "    ptrdiff_t t, jc, pc, ic, jr, ir, i, j;\n");
+    gemm_put(o, "    T tile[%d] __attribute__((aligned(64)));\n", mr * nr);
+    gemm_put(o, "    (void)bias;\n");
+    if (!s->bkeep) gemm_put(o, "    (void)bk;\n");
+    gemm_put(o, "    for (t = 0; t < %lld; t++) {\n", (ll)s->batch);
+    gemm_put(o, "        const T *At = A + t * %lld, *Bt = B + t * %lld;\n        T *Ct = C + t * %lld;\n", (ll)s->sa_b,
         (ll)s->sb_b, M * N);
-    put(o, "        for (jc = n0; jc < n1; jc += %lld) {\n", bk.nc);
-    put(o, "            const ptrdiff_t nc = n1 - jc < %lld ? n1 - jc : %lld;\n", bk.nc, bk.nc);
-    put(o, "            for (pc = 0; pc < %lld; pc += %lld) {\n", K, bk.kc);
-    put(o, "                const ptrdiff_t kc = %lld - pc < %lld ? %lld - pc : %lld;\n", K, bk.kc, K, bk.kc);
-    put(o, "                const int first = pc == 0, last = pc + kc == %lld;\n", K);
+    gemm_put(o, "        for (jc = n0; jc < n1; jc += %lld) {\n", bk.nc);
+    gemm_put(o, "            const ptrdiff_t nc = n1 - jc < %lld ? n1 - jc : %lld;\n", bk.nc, bk.nc);
+    gemm_put(o, "            for (pc = 0; pc < %lld; pc += %lld) {\n", K, bk.kc);
+    gemm_put(o, "                const ptrdiff_t kc = %lld - pc < %lld ? %lld - pc : %lld;\n", K, bk.kc, K, bk.kc);
+    gemm_put(o, "                const int first = pc == 0, last = pc + kc == %lld;\n", K);
     if (s->bkeep) {
-        put(o, "                const T *bq = bk ? bk + pc * %lld + jc * kc : bp;\n", bk.npad);
-        put(o, "                if (!bk) %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
+        gemm_put(o, "                const T *bq = bk ? bk + pc * %lld + jc * kc : bp;\n", bk.npad);
+        gemm_put(o, "                if (!bk) %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
     } else {
-        put(o, "                const T *bq = bp;\n");
-        put(o, "                %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
+        gemm_put(o, "                const T *bq = bp;\n");
+        gemm_put(o, "                %s_%s_pack_b(Bt, pc, kc, jc, nc, bp);\n", n, id);
     }
-    put(o, "                for (ic = m0; ic < m1; ic += %lld) {\n", bk.mc);
-    put(o, "                    const ptrdiff_t mc = m1 - ic < %lld ? m1 - ic : %lld;\n", bk.mc, bk.mc);
+    gemm_put(o, "                for (ic = m0; ic < m1; ic += %lld) {\n", bk.mc);
+    gemm_put(o, "                    const ptrdiff_t mc = m1 - ic < %lld ? m1 - ic : %lld;\n", bk.mc, bk.mc);
     if (bk.sapack) {
-        put(o, "                    const T *aq = sa ? sa + pc * %lld + ic * kc : ap;\n", bk.mp * bk.mr);
-        put(o, "                    if (!sa) %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
+        gemm_put(o, "                    const T *aq = sa ? sa + pc * %lld + ic * kc : ap;\n", bk.mp * bk.mr);
+        gemm_put(o, "                    if (!sa) %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
     } else {
-        put(o, "                    const T *aq = ap;\n                    (void)sa;\n");
-        put(o, "                    %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
+        gemm_put(o, "                    const T *aq = ap;\n                    (void)sa;\n");
+        gemm_put(o, "                    %s_%s_pack_a(At, ic, mc, pc, kc, ap);\n", n, id);
     }
-    put(o, "                    for (jr = 0; jr < nc; jr += %d) {\n", nr);
-    put(o, "                        const ptrdiff_t w = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
-    put(o, "                        for (ir = 0; ir < mc; ir += %d) {\n", mr);
-    put(o, "                            const ptrdiff_t h = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
-    put(o, "                            T *c = Ct + (ic + ir) * %lld + jc + jr;\n", N);
-    put(o, "                            const T *pa = aq + ir * kc, *pb = bq + jr * kc;\n");
-    put(o, "                            if (h == %d && w == %d) {\n", mr, nr);
-    put(o, "                                %s_%s_ukr(kc, pa, pb, c, %lld, first, last, %s);\n", n, id, N,
+    gemm_put(o, "                    for (jr = 0; jr < nc; jr += %d) {\n", nr);
+    gemm_put(o, "                        const ptrdiff_t w = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
+    gemm_put(o, "                        for (ir = 0; ir < mc; ir += %d) {\n", mr);
+    gemm_put(o, "                            const ptrdiff_t h = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
+    gemm_put(o, "                            T *c = Ct + (ic + ir) * %lld + jc + jr;\n", N);
+    gemm_put(o, "                            const T *pa = aq + ir * kc, *pb = bq + jr * kc;\n");
+    gemm_put(o, "                            if (h == %d && w == %d) {\n", mr, nr);
+    gemm_put(o, "                                %s_%s_ukr(kc, pa, pb, c, %lld, first, last, %s);\n", n, id, N,
         s->bias ? "bias + jc + jr" : "0");
     if (s->act == GEMM_ACT_GELU_TANH) {
-        put(o, "                                if (last)\n"
+        gemm_put(o, "                                if (last)\n"
                "                                    for (i = 0; i < %d; i++)\n"
                "                                        for (j = 0; j < %d; j++) {\n"
                "                                            T x = c[i * %lld + j];\n"
                "                                            ",
             mr, nr, N);
-        put_act(o, s, "x");
-        put(o, "\n                                            c[i * %lld + j] = x;\n"
+        gemm_put_act(o, s, "x");
+        gemm_put(o, "\n                                            c[i * %lld + j] = x;\n"
                "                                        }\n",
             N);
     }
-    put(o, "                            } else {\n");
-    put(o, "                                %s_%s_ukr(kc, pa, pb, tile, %d, 1, 0, 0);\n", n, id, nr);
-    put(o, "                                for (i = 0; i < h; i++)\n"
+    gemm_put(o, "                            } else {\n");
+    gemm_put(o, "                                %s_%s_ukr(kc, pa, pb, tile, %d, 1, 0, 0);\n", n, id, nr);
+    gemm_put(o, "                                for (i = 0; i < h; i++)\n"
            "                                    for (j = 0; j < w; j++) {\n"
            "                                        T x = tile[i * %d + j];\n"
            "                                        if (!first) x += c[i * %lld + j];\n"
            "                                        if (last) {\n",
         nr, N);
-    if (s->bias) put(o, "                                            x += bias[jc + jr + j];\n");
+    if (s->bias) gemm_put(o, "                                            x += bias[jc + jr + j];\n");
     if (s->act) {
-        put(o, "                                            ");
-        put_act(o, s, "x");
-        put(o, "\n");
+        gemm_put(o, "                                            ");
+        gemm_put_act(o, s, "x");
+        gemm_put(o, "\n");
     }
-    if (!s->bias && !s->act) put(o, "                                            (void)x;\n");
-    put(o, "                                        }\n"
+    if (!s->bias && !s->act) gemm_put(o, "                                            (void)x;\n");
+    gemm_put(o, "                                        }\n"
            "                                        c[i * %lld + j] = x;\n"
            "                                    }\n"
            "                            }\n",
         N);
     if (s->epilogue)
-        put(o, "                            if (last) %s_epi(eb, t, ic + ir, ic + ir + h, jc + jr, jc + jr + w);\n", s->name);
-    put(o, "                        }\n                    }\n                }\n            }\n        }\n    }\n}\n");
+        gemm_put(o, "                            if (last) %s_epi(eb, t, ic + ir, ic + ir + h, jc + jr, jc + jr + w);\n", s->name);
+    gemm_put(o, "                        }\n                    }\n                }\n            }\n        }\n    }\n}\n");
     render_par(o, s, isa, &bk);
 }
 
@@ -641,25 +633,25 @@ static int host_isa(void)
 }
 
 /* only: -1 renders every copy; 0..2 that one alone (GEMM_SIMD_HOST) */
-static void render_simd(Out *o, const GemmSpec *s, int only)
+static void render_simd(GemmOut *o, const GemmSpec *s, int only)
 {
     static const Isa *const isas[3] = {&isa_base, &isa_avx2, &isa_avx512};
     static const char *const ids[3] = {"base", "avx2", "avx512"};
     const char *n = s->name;
     put_head(o, s, "simd");
-    put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_par; "
+    gemm_put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_par; "
            "/* KnParallel */\n", n);
-    put(o, "typedef struct { T *C; const T *A, *B, *bias, *bk; ptrdiff_t slot; int tasks; void **eb; } %s_job;\n", n);
-    put(o, "#if defined(__x86_64__) || defined(__i386__)\n#define %s_X86 1\n", n);
+    gemm_put(o, "typedef struct { T *C; const T *A, *B, *bias, *bk; ptrdiff_t slot; int tasks; void **eb; } %s_job;\n", n);
+    gemm_put(o, "#if defined(__x86_64__) || defined(__i386__)\n#define %s_X86 1\n", n);
     for (int i = 2; i >= 1; i--)
         if (only < 0 || only == i) render_isa(o, s, isas[i]);
-    put(o, "#endif\n");
+    gemm_put(o, "#endif\n");
     if (only <= 0) render_isa(o, s, isas[0]);
 
     /* NAME_best(): the best ISA copy this CPU runs, 0 base, 1 avx2+fma, 2 avx512f (found once) */
-    put(o, "\nstatic int %s_best(void)\n{\n    static int best = -1;\n", n);
-    put(o, "    if (best < 0) {\n        int found = 0;\n#ifdef %s_X86\n", n);
-    put(o, "        __builtin_cpu_init();\n"
+    gemm_put(o, "\nstatic int %s_best(void)\n{\n    static int best = -1;\n", n);
+    gemm_put(o, "    if (best < 0) {\n        int found = 0;\n#ifdef %s_X86\n", n);
+    gemm_put(o, "        __builtin_cpu_init();\n"
            "        if (__builtin_cpu_supports(\"avx512f\")) found = 2;\n"
            "        else if (__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) found = 1;\n"
            "#endif\n        best = found;\n    }\n    return best;\n}\n");
@@ -667,43 +659,43 @@ static void render_simd(Out *o, const GemmSpec *s, int only)
     /* NAME_isa(b, isa): runs with ISA isa (0 base, 1 avx2+fma, 2 avx512f; -1 the best there is) and
      * returns it, or returns -1 without running when this CPU lacks it or the unit has no copy of it.
      * b[7] (spec.bkeep) is B as NAME_bpack packed it: for the ISA NAME runs, so another is given none */
-    put(o, "\nint %s_isa(void **b, int isa)\n{\n", n);
-    put(o, "    const int best = %s_best();\n", n);
-    put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1], *B = (const T *)b[2];\n");
-    put(o, "    const T *bias = %s;\n", s->bias ? "(const T *)b[3]" : "0");
-    put(o, "    const T *bk = %s;\n", s->bkeep ? "(const T *)b[7]" : "0");
-    put(o, "    const %s_par *par = (const %s_par *)b[4];\n", n, n);
-    put(o, "    void **eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
+    gemm_put(o, "\nint %s_isa(void **b, int isa)\n{\n", n);
+    gemm_put(o, "    const int best = %s_best();\n", n);
+    gemm_put(o, "    T *C = (T *)b[0];\n    const T *A = (const T *)b[1], *B = (const T *)b[2];\n");
+    gemm_put(o, "    const T *bias = %s;\n", s->bias ? "(const T *)b[3]" : "0");
+    gemm_put(o, "    const T *bk = %s;\n", s->bkeep ? "(const T *)b[7]" : "0");
+    gemm_put(o, "    const %s_par *par = (const %s_par *)b[4];\n", n, n);
+    gemm_put(o, "    void **eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
     put_epi(o, s);
-    if (only < 0) put(o, "    if (isa < 0) isa = best;\n    if (isa != best) bk = 0;\n");
-    else put(o, "    if (isa < 0) isa = %d;\n", only);
-    put(o, "    if (isa > best) return -1;\n");
-    put(o, "#ifdef %s_X86\n", n);
+    if (only < 0) gemm_put(o, "    if (isa < 0) isa = best;\n    if (isa != best) bk = 0;\n");
+    else gemm_put(o, "    if (isa < 0) isa = %d;\n", only);
+    gemm_put(o, "    if (isa > best) return -1;\n");
+    gemm_put(o, "#ifdef %s_X86\n", n);
     for (int i = 2; i >= 0; i--) {
-        if (i == 0) put(o, "#endif\n");
+        if (i == 0) gemm_put(o, "#endif\n");
         if (only >= 0 && only != i) continue;
-        put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, bk, par, eb))\n"
+        gemm_put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, bk, par, eb))\n"
                "            %s_%s_cols(C, A, B, bias, 0, %lld, 0, %lld, %s_%s_ap, %s_%s_bp, 0, bk, eb);\n"
                "        return %d;\n    }\n",
             i, n, ids[i], n, ids[i], (ll)s->N, (ll)s->M, n, ids[i], n, ids[i], i);
     }
-    put(o, "    return -1;\n}\n");
+    gemm_put(o, "    return -1;\n}\n");
     if (s->bkeep) { /* NAME_bpack(B, dst): the bytes B packed takes (and with dst, packs it there), or 0 */
-        put(o, "\nsize_t %s_bpack(const void *B, void *dst)\n{\n", n);
-        if (only < 0) put(o, "    const int isa = %s_best();\n", n);
-        else put(o, "    const int isa = %s_best() >= %d ? %d : -1;\n", n, only, only);
-        put(o, "#ifdef %s_X86\n", n);
+        gemm_put(o, "\nsize_t %s_bpack(const void *B, void *dst)\n{\n", n);
+        if (only < 0) gemm_put(o, "    const int isa = %s_best();\n", n);
+        else gemm_put(o, "    const int isa = %s_best() >= %d ? %d : -1;\n", n, only, only);
+        gemm_put(o, "#ifdef %s_X86\n", n);
         for (int i = 2; i >= 0; i--) {
-            if (i == 0) put(o, "#endif\n");
+            if (i == 0) gemm_put(o, "#endif\n");
             if (only >= 0 && only != i) continue;
-            put(o, "    if (isa == %d) {\n        if (dst) %s_%s_bpack((const T *)B, (T *)dst);\n"
+            gemm_put(o, "    if (isa == %d) {\n        if (dst) %s_%s_bpack((const T *)B, (T *)dst);\n"
                    "        return %s_%s_BKEEP * sizeof(T);\n    }\n", i, n, ids[i], n, ids[i]);
         }
-        put(o, "    return 0;\n}\n");
+        gemm_put(o, "    return 0;\n}\n");
     }
-    if (only < 0) put(o, "\nvoid %s(void **b)\n{\n    (void)%s_isa(b, -1);\n}\n", n, n);
+    if (only < 0) gemm_put(o, "\nvoid %s(void **b)\n{\n    (void)%s_isa(b, -1);\n}\n", n, n);
     else /* rendered here for here: a CPU without the copy never loads this text */
-        put(o, "\nvoid %s(void **b)\n{\n    if (%s_isa(b, %d) < 0) __builtin_trap();\n}\n", n, n, only);
+        gemm_put(o, "\nvoid %s(void **b)\n{\n    if (%s_isa(b, %d) < 0) __builtin_trap();\n}\n", n, n, only);
 }
 
 static int valid_name(const char *p)
@@ -717,7 +709,7 @@ static int valid_name(const char *p)
 
 size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
 {
-    Out o;
+    GemmOut o;
     if (!s || !valid_name(s->name) || s->batch < 1 || s->M < 1 || s->N < 1 || s->K < 1) return 0;
     if (s->epilogue && !valid_name(s->epilogue)) return 0;
     if (s->kc < 0 || s->mc < 0 || s->kc > 4096 || s->mc > 4096) return 0;

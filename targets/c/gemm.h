@@ -119,6 +119,21 @@ typedef struct KnParallel {
     int threads;
 } KnParallel;
 
+/* The renderers' output buffer (gemm.c, wino.c): text is appended as snprintf
+ * would; len counts every byte asked for, so a render into too small a buffer
+ * (or none) returns the size it needs. */
+typedef struct {
+    char *buf;
+    size_t cap, len;
+} GemmOut;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void gemm_put(GemmOut *o, const char *fmt, ...);
+/* x = act(x) in C, for spec s's act (nothing for none); T is the element type */
+void gemm_put_act(GemmOut *o, const GemmSpec *s, const char *x);
+
 /* spec.wino (src/target.h): GEMM_SIMD and GEMM_SIMD_HOST render the product
  * by Winograd F(2x2, 3x3) (wino.c: the same entry NAME(b), b[0..6] as
  * above; epilogue called on each output channel's run of columns, t 0;

@@ -40,26 +40,6 @@
 
 #include "gemm.h"
 
-typedef struct {
-    char *buf;
-    size_t cap, len;
-} Out;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void put(Out *o, const char *fmt, ...)
-{
-    va_list ap;
-    char *dst = o->len < o->cap ? o->buf + o->len : NULL;
-    size_t room = o->len < o->cap ? o->cap - o->len : 0;
-    int n;
-    va_start(ap, fmt);
-    n = vsnprintf(dst, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) o->len += (size_t)n;
-}
-
 typedef long long ll;
 
 /* V (or M) of a chunk holds at most about this many elements, 2 MB of f32: as fast on one thread as 1
@@ -113,95 +93,85 @@ static GemmSpec inner_spec(const GemmSpec *s, const Geo *g, const char *name)
     return b;
 }
 
-static void put_act(Out *o, const GemmSpec *s, const char *x)
-{
-    const char *f = s->dtype == GEMM_F32 ? "f" : "";
-    if (s->act == GEMM_ACT_RELU)
-        put(o, "%s = %s < 0 ? (T)0 : %s;", x, x, x);
-    else if (s->act == GEMM_ACT_GELU_TANH)
-        put(o, "%s = (T)0.5 * %s * ((T)1 + tanh%s((T)0.7978845608028654 * (%s + (T)0.044715 * %s * %s * %s)));",
-            x, x, f, x, x, x, x);
-}
-
 /* the job the tasks share, the task runner, the final value of an element (bias, act) */
-static void put_common(Out *o, const GemmSpec *s)
+static void put_common(GemmOut *o, const GemmSpec *s)
 {
     const char *n = s->name;
-    put(o, "\n/* ---- winograd F(2x2, 3x3) around %s_wg ---- */\n#include <stdlib.h>\n", n);
-    put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_wpar; "
+    gemm_put(o, "\n/* ---- winograd F(2x2, 3x3) around %s_wg ---- */\n#include <stdlib.h>\n", n);
+    gemm_put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_wpar; "
            "/* KnParallel */\n", n);
     if (s->epilogue) {
-        put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
-        put(o, "typedef void (*%s_epi_t)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n", n);
+        gemm_put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
+        gemm_put(o, "typedef void (*%s_epi_t)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n", n);
     }
-    put(o, "typedef struct {\n    const T *A, *X, *bias;\n    T *C, *U, *V, *M;\n    void **eb;\n");
-    if (s->epilogue) put(o, "    %s_epi_t epi;\n", n);
-    put(o, "    ptrdiff_t r0, r1;\n    int tasks;\n} %s_wjob;\n", n);
-    put(o, "static void %s_wrun(const %s_wpar *par, %s_wjob *j, void (*fn)(void *, int))\n{\n", n, n, n);
-    put(o, "    if (j->tasks > 1) par->parallel_for(j->tasks, fn, j);\n    else fn(j, 0);\n}\n");
-    put(o, "static inline __attribute__((always_inline)) T %s_fin(const %s_wjob *j, T x, ptrdiff_t col)\n{\n", n, n);
-    if (s->bias) put(o, "    x += j->bias[col];\n");
-    else put(o, "    (void)j, (void)col;\n");
+    gemm_put(o, "typedef struct {\n    const T *A, *X, *bias;\n    T *C, *U, *V, *M;\n    void **eb;\n");
+    if (s->epilogue) gemm_put(o, "    %s_epi_t epi;\n", n);
+    gemm_put(o, "    ptrdiff_t r0, r1;\n    int tasks;\n} %s_wjob;\n", n);
+    gemm_put(o, "static void %s_wrun(const %s_wpar *par, %s_wjob *j, void (*fn)(void *, int))\n{\n", n, n, n);
+    gemm_put(o, "    if (j->tasks > 1) par->parallel_for(j->tasks, fn, j);\n    else fn(j, 0);\n}\n");
+    gemm_put(o, "static inline __attribute__((always_inline)) T %s_fin(const %s_wjob *j, T x, ptrdiff_t col)\n{\n", n, n);
+    if (s->bias) gemm_put(o, "    x += j->bias[col];\n");
+    else gemm_put(o, "    (void)j, (void)col;\n");
     if (s->act) {
-        put(o, "    ");
-        put_act(o, s, "x");
-        put(o, "\n");
+        gemm_put(o, "    ");
+        gemm_put_act(o, s, "x");
+        gemm_put(o, "\n");
     }
-    put(o, "    return x;\n}\n");
+    gemm_put(o, "    return x;\n}\n");
 }
 
 /* the transform of one (c, k) pair, or of 16 along k (V: vectors of 16 elements, f gathered from A's
  * rows, u stored as one run per plane) */
-static void put_weight_pair(Out *o, const GemmSpec *s, const Geo *g, const char *V)
+static void put_weight_pair(GemmOut *o, const GemmSpec *s, const Geo *g, const char *V)
 {
     ll ux = g->K * g->C, sa_m = s->sa_m, sa_k = s->sa_k;
     for (int e = 0; e < 9; e++) {
         if (!*V) {
-            put(o, "            const T f%d = f[%lld];\n", e, e * sa_k);
+            gemm_put(o, "            const T f%d = f[%lld];\n", e, e * sa_k);
             continue;
         }
-        put(o, "            const %s f%d = {", V, e);
-        for (int l = 0; l < 16; l++) put(o, "%sf[%lld]", l ? ", " : "", l * sa_m + e * sa_k);
-        put(o, "};\n");
+        gemm_put(o, "            const %s f%d = {", V, e);
+        for (int l = 0; l < 16; l++) gemm_put(o, "%sf[%lld]", l ? ", " : "", l * sa_m + e * sa_k);
+        gemm_put(o, "};\n");
     }
     const char *t = *V ? V : "T";
     for (int e = 0; e < 3; e++) /* G g, column e */
-        put(o, "            const %s q0%d = f%d, q1%d = (T)0.5 * (f%d + f%d + f%d), q2%d = (T)0.5 * (f%d - f%d + f%d), "
+        gemm_put(o, "            const %s q0%d = f%d, q1%d = (T)0.5 * (f%d + f%d + f%d), q2%d = (T)0.5 * (f%d - f%d + f%d), "
                "q3%d = f%d;\n",
             t, e, e, e, e, 3 + e, 6 + e, e, e, 3 + e, 6 + e, e, 6 + e);
     for (int a = 0; a < 4; a++) { /* (G g) G^T, row a */
-        put(o, "            { const %s r0 = q%d0, r1 = (T)0.5 * (q%d0 + q%d1 + q%d2), r2 = (T)0.5 * (q%d0 - q%d1 + q%d2), "
+        gemm_put(o, "            { const %s r0 = q%d0, r1 = (T)0.5 * (q%d0 + q%d1 + q%d2), r2 = (T)0.5 * (q%d0 - q%d1 + q%d2), "
                "r3 = q%d2;\n",
             t, a, a, a, a, a, a, a, a);
         for (int b = 0; b < 4; b++) {
-            if (*V) put(o, "              memcpy(u + %lld, &r%d, sizeof r%d);\n", (4 * a + b) * ux, b, b);
-            else put(o, "              u[%lld] = r%d;\n", (4 * a + b) * ux, b);
+            if (*V) gemm_put(o, "              memcpy(u + %lld, &r%d, sizeof r%d);\n", (4 * a + b) * ux, b, b);
+            else gemm_put(o, "              u[%lld] = r%d;\n", (4 * a + b) * ux, b);
         }
-        put(o, "            }\n");
+        gemm_put(o, "            }\n");
     }
 }
 
 /* U = G g G^T for the output channels of task i, in the order U is stored, [xi][c][k] (so that the
  * GEMM packs it with contiguous loads, as A or as B): for each c, 16 channels out at a time in
  * vectors (A's elements gathered, U's written a run of 16 per plane), the rest one by one */
-static void put_weights(Out *o, const GemmSpec *s, const Geo *g)
+static void put_weights(GemmOut *o, const GemmSpec *s, const Geo *g)
 {
     const char *n = s->name;
-    put(o, "static void %s_wt(void *arg, int i)\n{\n    const %s_wjob *j = (const %s_wjob *)arg;\n", n, n, n);
-    put(o, "    const ptrdiff_t k0 = i * (ptrdiff_t)%lld / j->tasks, k1 = (i + 1) * (ptrdiff_t)%lld / j->tasks;\n", g->K,
+    gemm_put(o, "static void %s_wt(void *arg, int i)\n{\n    const %s_wjob *j = (const %s_wjob *)arg;\n", n, n, n);
+    gemm_put(o, "    const ptrdiff_t k0 = i * (ptrdiff_t)%lld / j->tasks, k1 = (i + 1) * (ptrdiff_t)%lld / j->tasks;\n", g->K,
         g->K);
-    put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
-    put(o, "    ptrdiff_t k, c;\n");
-    put(o, "    for (c = 0; c < %lld; c++) {\n", g->C);
-    put(o, "        for (k = k0; k + 16 <= k1; k += 16) {\n");
-    put(o, "            T *u = j->U + k + c * %lld;\n", g->K);
-    put(o, "            const T *f = j->A + k * %lld + c * %lld;\n", (ll)s->sa_m, 9 * (ll)s->sa_k);
+    gemm_put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
+    gemm_put(o, "    ptrdiff_t k, c;\n");
+    gemm_put(o, "    for (c = 0; c < %lld; c++) {\n", g->C);
+    gemm_put(o, "        for (k = k0; k + 16 <= k1; k += 16) {\n");
+    gemm_put(o, "            T *u = j->U + k + c * %lld;\n", g->K);
+    gemm_put(o, "            const T *f = j->A + k * %lld + c * %lld;\n", (ll)s->sa_m, 9 * (ll)s->sa_k);
     put_weight_pair(o, s, g, "V");
-    put(o, "        }\n        for (; k < k1; k++) {\n");
-    put(o, "            T *u = j->U + k + c * %lld;\n", g->K);
-    put(o, "            const T *f = j->A + k * %lld + c * %lld;\n", (ll)s->sa_m, 9 * (ll)s->sa_k);
+    gemm_put(o, "        }\n        for (; k < k1; k++) {\n");
+    gemm_put(o, "            T *u = j->U + k + c * %lld;\n", g->K);
+    gemm_put(o, "            const T *f = j->A + k * %lld + c * %lld;\n", (ll)s->sa_m, 9 * (ll)s->sa_k);
     put_weight_pair(o, s, g, "");
-    put(o, "        }\n    }\n}\n");
+    gemm_put(o, "        }\n    }\n}\n");
 }
 
 /* [lo, hi): the x in [0, cnt) with 0 <= 2 x + off < w (a run: 2 x + off increases) */
@@ -219,25 +189,25 @@ static void valid_run(ll cnt, ll off, ll w, ll *lo, ll *hi)
  * rows copied into ev (even columns) and od (odd columns), zeros outside x, so that element (e, b)
  * of the row's tiles is a contiguous run of ev[e] or od[e]); then the transform in place, one
  * vector loop over the chunk's tiles (16 loads and 16 stores along t), however few tiles a row has */
-static void put_input(Out *o, const GemmSpec *s, const Geo *g)
+static void put_input(GemmOut *o, const GemmSpec *s, const Geo *g)
 {
     const char *n = s->name;
     const GemmWindow *w = &s->win;
     ll tw1 = g->tw + 1, xs = g->C * g->tb, lo[2], hi[2];
-    put(o, "static void %s_win(void *arg, int i)\n{\n    const %s_wjob *j = (const %s_wjob *)arg;\n", n, n, n);
-    put(o, "    ptrdiff_t c = i * (ptrdiff_t)%lld / j->tasks, c1 = (i + 1) * (ptrdiff_t)%lld / j->tasks, r, e, x;\n",
+    gemm_put(o, "static void %s_win(void *arg, int i)\n{\n    const %s_wjob *j = (const %s_wjob *)arg;\n", n, n, n);
+    gemm_put(o, "    ptrdiff_t c = i * (ptrdiff_t)%lld / j->tasks, c1 = (i + 1) * (ptrdiff_t)%lld / j->tasks, r, e, x;\n",
         g->C, g->C);
-    put(o, "    T ev[4][%lld], od[4][%lld];\n", tw1, tw1);
-    put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
-    put(o, "    for (; c < c1; c++) {\n        T *v = j->V + c * %lld;\n", g->tb);
-    put(o, "        for (r = j->r0; r < j->r1; r++) {\n");
-    put(o, "            const ptrdiff_t nn = r / %lld, ty = r %% %lld;\n", g->th, g->th);
-    put(o, "            const T *xc = j->X + nn * %lld + c * %lld;\n", (ll)w->sx_n, (ll)w->sx_c);
-    put(o, "            T *vr = v + (r - j->r0) * %lld;\n", g->tw);
-    put(o, "            for (e = 0; e < 4; e++) {\n");
-    put(o, "                const ptrdiff_t y = 2 * ty + e - %lld;\n", g->ph);
-    put(o, "                const T *row = xc + y * %lld;\n", (ll)w->sx_h);
-    put(o, "                if (y < 0 || y >= %lld) {\n"
+    gemm_put(o, "    T ev[4][%lld], od[4][%lld];\n", tw1, tw1);
+    gemm_put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
+    gemm_put(o, "    for (; c < c1; c++) {\n        T *v = j->V + c * %lld;\n", g->tb);
+    gemm_put(o, "        for (r = j->r0; r < j->r1; r++) {\n");
+    gemm_put(o, "            const ptrdiff_t nn = r / %lld, ty = r %% %lld;\n", g->th, g->th);
+    gemm_put(o, "            const T *xc = j->X + nn * %lld + c * %lld;\n", (ll)w->sx_n, (ll)w->sx_c);
+    gemm_put(o, "            T *vr = v + (r - j->r0) * %lld;\n", g->tw);
+    gemm_put(o, "            for (e = 0; e < 4; e++) {\n");
+    gemm_put(o, "                const ptrdiff_t y = 2 * ty + e - %lld;\n", g->ph);
+    gemm_put(o, "                const T *row = xc + y * %lld;\n", (ll)w->sx_h);
+    gemm_put(o, "                if (y < 0 || y >= %lld) {\n"
            "                    for (x = 0; x < %lld; x++) ev[e][x] = od[e][x] = 0;\n"
            "                    continue;\n                }\n",
         g->h, tw1);
@@ -245,53 +215,53 @@ static void put_input(Out *o, const GemmSpec *s, const Geo *g)
         const char *a = par ? "od" : "ev";
         ll off = par - g->pw;
         valid_run(tw1, off, g->w, &lo[par], &hi[par]);
-        put(o, "                for (x = 0; x < %lld; x++) %s[e][x] = 0;\n", lo[par], a);
-        put(o, "                for (x = %lld; x < %lld; x++) %s[e][x] = row[(2 * x + %lld) * %lld];\n", lo[par],
+        gemm_put(o, "                for (x = 0; x < %lld; x++) %s[e][x] = 0;\n", lo[par], a);
+        gemm_put(o, "                for (x = %lld; x < %lld; x++) %s[e][x] = row[(2 * x + %lld) * %lld];\n", lo[par],
             hi[par], a, off, (ll)w->sx_w);
-        put(o, "                for (x = %lld; x < %lld; x++) %s[e][x] = 0;\n", hi[par], tw1, a);
+        gemm_put(o, "                for (x = %lld; x < %lld; x++) %s[e][x] = 0;\n", hi[par], tw1, a);
     }
-    put(o, "            }\n");
+    gemm_put(o, "            }\n");
     for (int e = 0; e < 4; e++) {
-        put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = ev[%d][x];\n", g->tw, (4 * e + 0) * xs, e);
-        put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = od[%d][x];\n", g->tw, (4 * e + 1) * xs, e);
-        put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = ev[%d][x + 1];\n", g->tw, (4 * e + 2) * xs, e);
-        put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = od[%d][x + 1];\n", g->tw, (4 * e + 3) * xs, e);
+        gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = ev[%d][x];\n", g->tw, (4 * e + 0) * xs, e);
+        gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = od[%d][x];\n", g->tw, (4 * e + 1) * xs, e);
+        gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = ev[%d][x + 1];\n", g->tw, (4 * e + 2) * xs, e);
+        gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = od[%d][x + 1];\n", g->tw, (4 * e + 3) * xs, e);
     }
-    put(o, "        }\n");
+    gemm_put(o, "        }\n");
     /* the padding tiles of the chunk: zeros, so the GEMM reads no uninitialised memory */
-    put(o, "        for (e = 0; e < 16; e++)\n            for (x = (j->r1 - j->r0) * %lld; x < %lld; x++) v[e * %lld + x] = 0;\n",
+    gemm_put(o, "        for (e = 0; e < 16; e++)\n            for (x = (j->r1 - j->r0) * %lld; x < %lld; x++) v[e * %lld + x] = 0;\n",
         g->tw, g->tb, xs);
     /* straight-line code on vectors of 16 (gcc -O2 neither unrolls the small loops nor vectorises
      * around them, and took 16-byte vectors for this loop); tb is a multiple of 16 */
-    put(o, "        for (x = 0; x < %lld; x += 16) {\n", g->tb);
-    for (int e = 0; e < 16; e++) put(o, "            V d%d;\n            memcpy(&d%d, v + %lld + x, sizeof d%d);\n", e, e, e * xs, e);
+    gemm_put(o, "        for (x = 0; x < %lld; x += 16) {\n", g->tb);
+    for (int e = 0; e < 16; e++) gemm_put(o, "            V d%d;\n            memcpy(&d%d, v + %lld + x, sizeof d%d);\n", e, e, e * xs, e);
     for (int e = 0; e < 4; e++) /* d B, row e */
-        put(o, "            const V h%d0 = d%d - d%d, h%d1 = d%d + d%d, h%d2 = d%d - d%d, h%d3 = d%d - d%d;\n", e, 4 * e,
+        gemm_put(o, "            const V h%d0 = d%d - d%d, h%d1 = d%d + d%d, h%d2 = d%d - d%d, h%d3 = d%d - d%d;\n", e, 4 * e,
             4 * e + 2, e, 4 * e + 1, 4 * e + 2, e, 4 * e + 2, 4 * e + 1, e, 4 * e + 1, 4 * e + 3);
     for (int b = 0; b < 4; b++) { /* B^T (d B), column b */
         static const char *const op[4] = {"h0%d - h2%d", "h1%d + h2%d", "h2%d - h1%d", "h1%d - h3%d"};
         for (int a = 0; a < 4; a++) {
             char ex[32];
             snprintf(ex, sizeof ex, op[a], b, b);
-            put(o, "            { const V r = %s; memcpy(v + %lld + x, &r, sizeof r); }\n", ex, (4 * a + b) * xs);
+            gemm_put(o, "            { const V r = %s; memcpy(v + %lld + x, &r, sizeof r); }\n", ex, (4 * a + b) * xs);
         }
     }
-    put(o, "        }\n    }\n}\n");
+    gemm_put(o, "        }\n    }\n}\n");
 }
 
 /* pass 1 of the output transform on the element (k, t) of M (vt "T") or on 16 along M's rows (vt "V") */
-static void put_out_a(Out *o, const Geo *g, ll ms_k, ll ms_t, ll mx, const char *vt)
+static void put_out_a(GemmOut *o, const Geo *g, ll ms_k, ll ms_t, ll mx, const char *vt)
 {
     (void)g;
-    put(o, "            T *m = j->M + k * %lld + t * %lld;\n", ms_k, ms_t);
+    gemm_put(o, "            T *m = j->M + k * %lld + t * %lld;\n", ms_k, ms_t);
     for (int e = 0; e < 16; e++)
-        put(o, "            %s m%d;\n            memcpy(&m%d, m + %lld, sizeof m%d);\n", vt, e, e, e * mx, e);
+        gemm_put(o, "            %s m%d;\n            memcpy(&m%d, m + %lld, sizeof m%d);\n", vt, e, e, e * mx, e);
     for (int b = 0; b < 4; b++) /* A^T M, column b */
-        put(o, "            const %s q0%d = m%d + m%d + m%d, q1%d = m%d - m%d - m%d;\n", vt, b, b, 4 + b, 8 + b, b, 4 + b,
+        gemm_put(o, "            const %s q0%d = m%d + m%d + m%d, q1%d = m%d - m%d - m%d;\n", vt, b, b, 4 + b, 8 + b, b, 4 + b,
             8 + b, 12 + b);
     for (int a = 0; a < 2; a++) { /* (A^T M) A, row a */
-        put(o, "            { const %s y = q%d0 + q%d1 + q%d2; memcpy(m + %lld, &y, sizeof y); }\n", vt, a, a, a, 2 * a * mx);
-        put(o, "            { const %s y = q%d1 - q%d2 - q%d3; memcpy(m + %lld, &y, sizeof y); }\n", vt, a, a, a,
+        gemm_put(o, "            { const %s y = q%d0 + q%d1 + q%d2; memcpy(m + %lld, &y, sizeof y); }\n", vt, a, a, a, 2 * a * mx);
+        gemm_put(o, "            { const %s y = q%d1 - q%d2 - q%d3; memcpy(m + %lld, &y, sizeof y); }\n", vt, a, a, a,
             (2 * a + 1) * mx);
     }
 }
@@ -301,112 +271,112 @@ static void put_out_a(Out *o, const Geo *g, ll ms_k, ll ms_t, ll mx, const char 
  * contiguous dim: tiles, or channels where the GEMM ran transposed); then per channel and tile row
  * its two output rows, interleaved from the planes, into C with bias and act; then the epilogue on
  * the channel's columns of the chunk */
-static void put_output(Out *o, const GemmSpec *s, const Geo *g)
+static void put_output(GemmOut *o, const GemmSpec *s, const Geo *g)
 {
     const char *n = s->name;
     ll ms_k = g->tr ? 1 : g->tb, ms_t = g->tr ? g->K : 1, mx = g->K * g->tb;
-    put(o, "static void %s_wout(void *arg, int i)\n{\n    const %s_wjob *j = (const %s_wjob *)arg;\n", n, n, n);
-    put(o, "    const ptrdiff_t k0 = i * (ptrdiff_t)%lld / j->tasks, k1 = (i + 1) * (ptrdiff_t)%lld / j->tasks;\n", g->K,
+    gemm_put(o, "static void %s_wout(void *arg, int i)\n{\n    const %s_wjob *j = (const %s_wjob *)arg;\n", n, n, n);
+    gemm_put(o, "    const ptrdiff_t k0 = i * (ptrdiff_t)%lld / j->tasks, k1 = (i + 1) * (ptrdiff_t)%lld / j->tasks;\n", g->K,
         g->K);
-    put(o, "    const ptrdiff_t nt = (j->r1 - j->r0) * %lld;\n    ptrdiff_t k, t, r, x;\n", g->tw);
+    gemm_put(o, "    const ptrdiff_t nt = (j->r1 - j->r0) * %lld;\n    ptrdiff_t k, t, r, x;\n", g->tw);
     /* the columns of C the chunk's tile rows [r0, r1) complete: output rows 2 ty (clipped) of image r / th */
-    put(o, "    const ptrdiff_t col0 = j->r0 / %lld * %lld + (2 * (j->r0 %% %lld) < %lld ? 2 * (j->r0 %% %lld) : %lld) * %lld;\n",
+    gemm_put(o, "    const ptrdiff_t col0 = j->r0 / %lld * %lld + (2 * (j->r0 %% %lld) < %lld ? 2 * (j->r0 %% %lld) : %lld) * %lld;\n",
         g->th, g->oh * g->ow, g->th, g->oh, g->th, g->oh, g->ow);
-    put(o, "    const ptrdiff_t col1 = j->r1 / %lld * %lld + (2 * (j->r1 %% %lld) < %lld ? 2 * (j->r1 %% %lld) : %lld) * %lld;\n",
+    gemm_put(o, "    const ptrdiff_t col1 = j->r1 / %lld * %lld + (2 * (j->r1 %% %lld) < %lld ? 2 * (j->r1 %% %lld) : %lld) * %lld;\n",
         g->th, g->oh * g->ow, g->th, g->oh, g->th, g->oh, g->ow);
-    if (!s->epilogue) put(o, "    (void)col0, (void)col1;\n");
-    put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
+    if (!s->epilogue) gemm_put(o, "    (void)col0, (void)col1;\n");
+    gemm_put(o, "    typedef T V __attribute__((vector_size(%d)));\n", 16 * (s->dtype == GEMM_F32 ? 4 : 8));
     if (g->tr) { /* along k: 16 at a time, then one by one */
-        put(o, "    for (t = 0; t < nt; t++) {\n        for (k = k0; k + 16 <= k1; k += 16) {\n");
+        gemm_put(o, "    for (t = 0; t < nt; t++) {\n        for (k = k0; k + 16 <= k1; k += 16) {\n");
         put_out_a(o, g, ms_k, ms_t, mx, "V");
-        put(o, "        }\n        for (; k < k1; k++) {\n");
+        gemm_put(o, "        }\n        for (; k < k1; k++) {\n");
         put_out_a(o, g, ms_k, ms_t, mx, "T");
-        put(o, "        }\n    }\n");
+        gemm_put(o, "        }\n    }\n");
     } else { /* along t, 16 at a time: M's rows are tb long, a multiple of 16 */
-        put(o, "    for (k = k0; k < k1; k++)\n        for (t = 0; t < nt; t += 16) {\n");
+        gemm_put(o, "    for (k = k0; k < k1; k++)\n        for (t = 0; t < nt; t += 16) {\n");
         put_out_a(o, g, ms_k, ms_t, mx, "V");
-        put(o, "        }\n");
+        gemm_put(o, "        }\n");
     }
-    put(o, "    for (k = k0; k < k1; k++) {\n");
-    put(o, "        for (r = j->r0; r < j->r1; r++) {\n");
-    put(o, "            const ptrdiff_t nn = r / %lld, oy = 2 * (r %% %lld), col = nn * %lld + oy * %lld;\n", g->th,
+    gemm_put(o, "    for (k = k0; k < k1; k++) {\n");
+    gemm_put(o, "        for (r = j->r0; r < j->r1; r++) {\n");
+    gemm_put(o, "            const ptrdiff_t nn = r / %lld, oy = 2 * (r %% %lld), col = nn * %lld + oy * %lld;\n", g->th,
         g->th, g->oh * g->ow, g->ow);
-    put(o, "            const T *y = j->M + k * %lld + (r - j->r0) * %lld;\n", ms_k, g->tw * ms_t);
-    put(o, "            T *c0 = j->C + k * %lld + col;\n", g->N);
-    put(o, "            for (x = 0; x < %lld; x++) {\n", g->ow / 2);
-    put(o, "                c0[2 * x] = %s_fin(j, y[x * %lld], col + 2 * x);\n", n, ms_t);
-    put(o, "                c0[2 * x + 1] = %s_fin(j, y[%lld + x * %lld], col + 2 * x + 1);\n            }\n", n, mx, ms_t);
-    if (g->ow % 2) put(o, "            c0[%lld] = %s_fin(j, y[%lld], col + %lld);\n", g->ow - 1, n, (g->tw - 1) * ms_t, g->ow - 1);
-    put(o, "            if (oy + 1 < %lld) {\n", g->oh);
-    put(o, "                for (x = 0; x < %lld; x++) {\n", g->ow / 2);
-    put(o, "                    c0[%lld + 2 * x] = %s_fin(j, y[%lld + x * %lld], col + %lld + 2 * x);\n", g->ow, n, 2 * mx,
+    gemm_put(o, "            const T *y = j->M + k * %lld + (r - j->r0) * %lld;\n", ms_k, g->tw * ms_t);
+    gemm_put(o, "            T *c0 = j->C + k * %lld + col;\n", g->N);
+    gemm_put(o, "            for (x = 0; x < %lld; x++) {\n", g->ow / 2);
+    gemm_put(o, "                c0[2 * x] = %s_fin(j, y[x * %lld], col + 2 * x);\n", n, ms_t);
+    gemm_put(o, "                c0[2 * x + 1] = %s_fin(j, y[%lld + x * %lld], col + 2 * x + 1);\n            }\n", n, mx, ms_t);
+    if (g->ow % 2) gemm_put(o, "            c0[%lld] = %s_fin(j, y[%lld], col + %lld);\n", g->ow - 1, n, (g->tw - 1) * ms_t, g->ow - 1);
+    gemm_put(o, "            if (oy + 1 < %lld) {\n", g->oh);
+    gemm_put(o, "                for (x = 0; x < %lld; x++) {\n", g->ow / 2);
+    gemm_put(o, "                    c0[%lld + 2 * x] = %s_fin(j, y[%lld + x * %lld], col + %lld + 2 * x);\n", g->ow, n, 2 * mx,
         ms_t, g->ow);
-    put(o, "                    c0[%lld + 2 * x + 1] = %s_fin(j, y[%lld + x * %lld], col + %lld + 2 * x + 1);\n                }\n",
+    gemm_put(o, "                    c0[%lld + 2 * x + 1] = %s_fin(j, y[%lld + x * %lld], col + %lld + 2 * x + 1);\n                }\n",
         g->ow, n, 3 * mx, ms_t, g->ow);
     if (g->ow % 2)
-        put(o, "                c0[%lld] = %s_fin(j, y[%lld], col + %lld);\n", 2 * g->ow - 1, n, 2 * mx + (g->tw - 1) * ms_t,
+        gemm_put(o, "                c0[%lld] = %s_fin(j, y[%lld], col + %lld);\n", 2 * g->ow - 1, n, 2 * mx + (g->tw - 1) * ms_t,
             2 * g->ow - 1);
-    put(o, "            }\n        }\n");
-    if (s->epilogue) put(o, "        j->epi(j->eb, 0, k, k + 1, col0, col1);\n");
-    put(o, "    }\n}\n");
+    gemm_put(o, "            }\n        }\n");
+    if (s->epilogue) gemm_put(o, "        j->epi(j->eb, 0, k, k + 1, col0, col1);\n");
+    gemm_put(o, "    }\n}\n");
 }
 
 /* C directly, in scalar loops: when the scratch cannot be had */
-static void put_direct(Out *o, const GemmSpec *s, const Geo *g)
+static void put_direct(GemmOut *o, const GemmSpec *s, const Geo *g)
 {
     const char *n = s->name;
     const GemmWindow *w = &s->win;
-    put(o, "static void %s_wdirect(const %s_wjob *j)\n{\n    ptrdiff_t k, col, c, a;\n", n, n);
-    put(o, "    for (k = 0; k < %lld; k++)\n        for (col = 0; col < %lld; col++) {\n", g->K, g->N);
-    put(o, "            const ptrdiff_t nn = col / %lld, oy = col / %lld %% %lld, ox = col %% %lld;\n", g->oh * g->ow,
+    gemm_put(o, "static void %s_wdirect(const %s_wjob *j)\n{\n    ptrdiff_t k, col, c, a;\n", n, n);
+    gemm_put(o, "    for (k = 0; k < %lld; k++)\n        for (col = 0; col < %lld; col++) {\n", g->K, g->N);
+    gemm_put(o, "            const ptrdiff_t nn = col / %lld, oy = col / %lld %% %lld, ox = col %% %lld;\n", g->oh * g->ow,
         g->ow, g->oh, g->ow);
-    put(o, "            T acc = 0;\n            for (c = 0; c < %lld; c++)\n                for (a = 0; a < 9; a++) {\n",
+    gemm_put(o, "            T acc = 0;\n            for (c = 0; c < %lld; c++)\n                for (a = 0; a < 9; a++) {\n",
         g->C);
-    put(o, "                    const ptrdiff_t y = oy + a / 3 - %lld, x = ox + a %% 3 - %lld;\n", g->ph, g->pw);
-    put(o, "                    if (y >= 0 && y < %lld && x >= 0 && x < %lld)\n", g->h, g->w);
-    put(o, "                        acc += j->A[k * %lld + (c * 9 + a) * %lld] * j->X[nn * %lld + c * %lld + y * %lld + x * %lld];\n",
+    gemm_put(o, "                    const ptrdiff_t y = oy + a / 3 - %lld, x = ox + a %% 3 - %lld;\n", g->ph, g->pw);
+    gemm_put(o, "                    if (y >= 0 && y < %lld && x >= 0 && x < %lld)\n", g->h, g->w);
+    gemm_put(o, "                        acc += j->A[k * %lld + (c * 9 + a) * %lld] * j->X[nn * %lld + c * %lld + y * %lld + x * %lld];\n",
         (ll)s->sa_m, (ll)s->sa_k, (ll)w->sx_n, (ll)w->sx_c, (ll)w->sx_h, (ll)w->sx_w);
-    put(o, "                }\n            j->C[k * %lld + col] = %s_fin(j, acc, col);\n        }\n", g->N, n);
-    if (s->epilogue) put(o, "    j->epi(j->eb, 0, 0, %lld, 0, %lld);\n", g->K, g->N);
-    put(o, "}\n");
+    gemm_put(o, "                }\n            j->C[k * %lld + col] = %s_fin(j, acc, col);\n        }\n", g->N, n);
+    if (s->epilogue) gemm_put(o, "    j->epi(j->eb, 0, 0, %lld, 0, %lld);\n", g->K, g->N);
+    gemm_put(o, "}\n");
 }
 
-static void put_entry(Out *o, const GemmSpec *s, const Geo *g)
+static void put_entry(GemmOut *o, const GemmSpec *s, const Geo *g)
 {
     const char *n = s->name;
     size_t es = s->dtype == GEMM_F32 ? 4 : 8;
-    put(o, "static T *%s_scratch; /* U, V and M: kept from call to call (no page faults), freed on unload */\n", n);
-    put(o, "__attribute__((destructor)) static void %s_free(void)\n{\n    free(%s_scratch);\n}\n", n, n);
-    put(o, "void %s(void **b)\n{\n    %s_wjob j;\n", n, n);
-    put(o, "    const %s_wpar *par = (const %s_wpar *)b[4];\n    void *g[5];\n    ptrdiff_t r0;\n", n, n);
-    put(o, "    j.C = (T *)b[0], j.A = (const T *)b[1], j.X = (const T *)b[2], j.bias = %s;\n",
+    gemm_put(o, "static T *%s_scratch; /* U, V and M: kept from call to call (no page faults), freed on unload */\n", n);
+    gemm_put(o, "__attribute__((destructor)) static void %s_free(void)\n{\n    free(%s_scratch);\n}\n", n, n);
+    gemm_put(o, "void %s(void **b)\n{\n    %s_wjob j;\n", n, n);
+    gemm_put(o, "    const %s_wpar *par = (const %s_wpar *)b[4];\n    void *g[5];\n    ptrdiff_t r0;\n", n, n);
+    gemm_put(o, "    j.C = (T *)b[0], j.A = (const T *)b[1], j.X = (const T *)b[2], j.bias = %s;\n",
         s->bias ? "(const T *)b[3]" : "0");
-    put(o, "    j.eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
-    if (s->epilogue) put(o, "    j.epi = b[6] ? (%s_epi_t)b[6] : %s;\n", n, s->epilogue);
-    put(o, "    j.tasks = par && par->parallel_for && par->threads > 1 ? (par->threads < %d ? par->threads : %d) : 1;\n",
+    gemm_put(o, "    j.eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
+    if (s->epilogue) gemm_put(o, "    j.epi = b[6] ? (%s_epi_t)b[6] : %s;\n", n, s->epilogue);
+    gemm_put(o, "    j.tasks = par && par->parallel_for && par->threads > 1 ? (par->threads < %d ? par->threads : %d) : 1;\n",
         MAXT, MAXT);
     /* one block: U, V, M (each from a multiple of 16 elements) */
     ll nu = (16 * g->K * g->C + 15) / 16 * 16, nv = (16 * g->C * g->tb + 15) / 16 * 16, nm = 16 * g->K * g->tb;
-    put(o, "    if (!%s_scratch) %s_scratch = (T *)malloc(%lluu);\n", n, n,
+    gemm_put(o, "    if (!%s_scratch) %s_scratch = (T *)malloc(%lluu);\n", n, n,
         (unsigned long long)((nu + nv + nm + 15) / 16 * 16 * (ll)es));
-    put(o, "    if (!%s_scratch) {\n        %s_wdirect(&j);\n        return;\n    }\n", n, n);
-    put(o, "    j.U = %s_scratch, j.V = j.U + %lld, j.M = j.V + %lld;\n", n, nu, nv);
+    gemm_put(o, "    if (!%s_scratch) {\n        %s_wdirect(&j);\n        return;\n    }\n", n, n);
+    gemm_put(o, "    j.U = %s_scratch, j.V = j.U + %lld, j.M = j.V + %lld;\n", n, nu, nv);
     if (s->ukeep) /* b[7]: U as NAME_upack wrote it, or NULL */
-        put(o, "    if (b[7]) j.U = (T *)b[7];\n    else %s_wrun(par, &j, %s_wt);\n", n, n);
-    else put(o, "    %s_wrun(par, &j, %s_wt);\n", n, n);
-    put(o, "    g[0] = j.M, g[1] = %s, g[2] = %s, g[3] = 0, g[4] = b[4];\n", g->tr ? "j.V" : "j.U",
+        gemm_put(o, "    if (b[7]) j.U = (T *)b[7];\n    else %s_wrun(par, &j, %s_wt);\n", n, n);
+    else gemm_put(o, "    %s_wrun(par, &j, %s_wt);\n", n, n);
+    gemm_put(o, "    g[0] = j.M, g[1] = %s, g[2] = %s, g[3] = 0, g[4] = b[4];\n", g->tr ? "j.V" : "j.U",
         g->tr ? "j.U" : "j.V");
-    put(o, "    for (r0 = 0; r0 < %lld; r0 += %lld) {\n", g->rows, g->rpc);
-    put(o, "        j.r0 = r0, j.r1 = r0 + %lld < %lld ? r0 + %lld : %lld;\n", g->rpc, g->rows, g->rpc, g->rows);
-    put(o, "        %s_wrun(par, &j, %s_win);\n        %s_wg(g);\n        %s_wrun(par, &j, %s_wout);\n    }\n", n, n,
+    gemm_put(o, "    for (r0 = 0; r0 < %lld; r0 += %lld) {\n", g->rows, g->rpc);
+    gemm_put(o, "        j.r0 = r0, j.r1 = r0 + %lld < %lld ? r0 + %lld : %lld;\n", g->rpc, g->rows, g->rpc, g->rows);
+    gemm_put(o, "        %s_wrun(par, &j, %s_win);\n        %s_wg(g);\n        %s_wrun(par, &j, %s_wout);\n    }\n", n, n,
         n, n, n);
-    put(o, "}\n");
+    gemm_put(o, "}\n");
     if (!s->ukeep) return;
     /* NAME_upack(A, dst): U's bytes (and with dst, U of A written there), one task as in a call's */
-    put(o, "\nsize_t %s_upack(const void *A, void *dst)\n{\n    %s_wjob j;\n", n, n);
-    put(o, "    if (dst) {\n        memset(&j, 0, sizeof j);\n");
-    put(o, "        j.A = (const T *)A, j.U = (T *)dst, j.tasks = 1;\n        %s_wt(&j, 0);\n    }\n", n);
-    put(o, "    return %lluu * sizeof(T);\n}\n", (unsigned long long)(16 * g->K * g->C));
+    gemm_put(o, "\nsize_t %s_upack(const void *A, void *dst)\n{\n    %s_wjob j;\n", n, n);
+    gemm_put(o, "    if (dst) {\n        memset(&j, 0, sizeof j);\n");
+    gemm_put(o, "        j.A = (const T *)A, j.U = (T *)dst, j.tasks = 1;\n        %s_wt(&j, 0);\n    }\n", n);
+    gemm_put(o, "    return %lluu * sizeof(T);\n}\n", (unsigned long long)(16 * g->K * g->C));
 }
 
 int wino_valid(const GemmSpec *s)
@@ -420,13 +390,13 @@ size_t wino_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
 {
     Geo g = geometry(s);
     char name[64];
-    Out o;
+    GemmOut o;
     snprintf(name, sizeof name, "%s_wg", s->name);
     GemmSpec in = inner_spec(s, &g, name);
     size_t head = gemm_render(&in, dialect, buf, cap);
     if (!head) return 0;
     o.buf = buf, o.cap = buf ? cap : 0, o.len = head;
-    put(&o, "/* kiln winograd F(2x2,3x3) %s: C[%lld][%lld] = A . window, %lld -> %lld channels, %lld x %lld tiles "
+    gemm_put(&o, "/* kiln winograd F(2x2,3x3) %s: C[%lld][%lld] = A . window, %lld -> %lld channels, %lld x %lld tiles "
             "of %lld images, %lld tile rows a chunk%s%s%s */\n",
         s->name, g.K, g.N, g.C, g.K, g.th, g.tw, g.n, g.rpc, g.tr ? ", transposed GEMM" : "",
         s->bias ? ", + bias[N]" : "", s->act == GEMM_ACT_RELU ? ", relu" : s->act ? ", gelu_tanh" : "");
