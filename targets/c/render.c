@@ -931,39 +931,18 @@ static Val *dag_walk(R *r, IrRef ref, IrRef user, int depth)
 }
 
 /* A where's branch that may be evaluated whatever the mask says: a
- * constant, a load without a data-dependent offset whose index stays in
- * [0, size) over every loop's range, or a where, compare, bool logic or
- * float add, sub, mul, max, min of such operands and indices (relu's
- * backward, where(x > 0, g, where(x == x, 0, g)): a branch on a random
- * mask where it could be two selects). A pad's load, out of range exactly
+ * constant, or a load without a data-dependent offset whose index stays in
+ * [0, size) over every loop's range. A pad's load, out of range exactly
  * where its mask is false, is not one. */
-static int speculable_at(const R *r, IrRef ref, IrRef user, int depth, int *budget)
+static int speculable(const R *r, IrRef ref, IrRef user)
 {
     const IrNode *x = value_at(r->k, ref, user);
     int64_t lo, hi, size;
-    if (!x || --*budget < 0) return 0;
+    if (!x) return 0;
     if (x->kind == IR_CONST) return 1;
-    if (x->kind == IR_INDEX && depth > 0) return 1; /* a nested where's mask: idx(s0) < 2 */
-    if (x->kind == IR_OP && x->op == OP_WHERE)
-        return speculable_at(r, x->a, ref, depth + 1, budget) && speculable_at(r, x->b, ref, depth + 1, budget)
-               && speculable_at(r, x->c, ref, depth + 1, budget);
-    /* compares, bool logic and cheap float arithmetic of such operands: none traps (no integer
-     * division), none costs more than the branch it saves (no pow, no division) */
-    if (x->kind == IR_OP && (kn_opinfo[x->op].cls == OC_COMPARE || (kn_opinfo[x->op].cls == OC_BINARY
-        && x->op != OP_DIV && x->op != OP_POW && (x->dtype == KN_BOOL || x->dtype == KN_F32 || x->dtype == KN_F64))))
-        return speculable_at(r, x->a, ref, depth + 1, budget) && speculable_at(r, x->b, ref, depth + 1, budget);
     return x->kind == IR_LOAD && !x->a && x->buf >= 0 && x->buf < r->k->nbufs
            && expr_as_const(r->k->ex, r->k->bufs[x->buf].size, &size) && loopopt_range(r->k, x->index, &lo, &hi)
            && lo >= 0 && hi < size;
-}
-
-/* at most SPEC_NODES nodes visited per branch: a DAG's shared masks walked as a tree stay cheap */
-enum { SPEC_NODES = 256 };
-
-static int speculable(const R *r, IrRef ref, IrRef user)
-{
-    int budget = SPEC_NODES;
-    return speculable_at(r, ref, user, 0, &budget);
 }
 
 /* A float where both of whose branches are speculable: a branch-free
