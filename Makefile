@@ -157,7 +157,7 @@ arm:
 cross:
 	+@MAKE='$(MAKE)' sh tests/run.sh wasm $(W) arm $(A)
 
-.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench
+.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds
 
 # Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)
@@ -168,4 +168,11 @@ bench: all
 	$(B)/kiln bench train --json $(BENCH_QUICK) > $(B)/bench/kiln-train.jsonl && cat $(B)/bench/kiln-train.jsonl
 	$(B)/kiln bench infer --json $(BENCH_QUICK) > $(B)/bench/kiln-infer.jsonl && cat $(B)/bench/kiln-infer.jsonl
 	/usr/bin/python3 tests/bench/torch_peer.py --threads 2 $(BENCH_QUICK) > $(B)/bench/torch.jsonl && cat $(B)/bench/torch.jsonl
-	/usr/bin/python3 tests/bench/report.py --out $(B)/bench $(B)/bench/*.jsonl
+	/usr/bin/python3 tests/bench/report.py --out $(B)/bench $(B)/bench/kiln-*.jsonl $(B)/bench/torch.jsonl
+
+# kiln-c and torch timed in alternating rounds, seconds apart (a shared machine's speed drifts over minutes):
+# build/bench/rounds.md. make bench-rounds ROUNDS=4
+ROUNDS ?= 4
+bench-rounds: all
+	@sh tests/deps.sh bench
+	/usr/bin/python3 tests/bench/rounds.py --rounds $(ROUNDS) --kiln $(B)/kiln --out $(B)/bench
