@@ -77,7 +77,8 @@ struct Program {
     int nall;
     int64_t *offset;    /* per node: arena offset, -1 for inputs and outputs */
     size_t arena_bytes;
-    void *mem;          /* the arena */
+    void *mem;          /* the arena: its first 64-byte boundary in mem_raw */
+    void *mem_raw;      /* the arena's allocation, arena_bytes + 64 */
     size_t code_bytes;
     int nkernels, ninterp;
     int tuned, tune_cached;
@@ -159,6 +160,17 @@ static int is_output(const Program *p, uint32_t v)
     return 0;
 }
 
+/* p's arena at a 64-byte boundary (libc gives 16: a large block is a fresh mapping plus a 16-byte
+ * header, a smaller one wherever the heap has room), so every buffer the plan puts at a multiple of 64
+ * starts a cache line, and a vector load of the SIMD dialect never splits two. 1, or 0 out of memory. */
+static int arena_alloc_aligned(kn_ctx *ctx, Program *p)
+{
+    p->mem_raw = kn_alloc(ctx, p->arena_bytes + 64);
+    if (!p->mem_raw) return 0;
+    p->mem = (char *)p->mem_raw + (64 - (uintptr_t)p->mem_raw % 64) % 64;
+    return 1;
+}
+
 static int plan(kn_ctx *ctx, Program *p)
 {
     int *last = arena_alloc(&p->arena, p->g->n * sizeof *last);
@@ -177,8 +189,8 @@ static int plan(kn_ctx *ctx, Program *p)
         p->offset[v] = off;
         if ((size_t)off + size > p->arena_bytes) p->arena_bytes = (size_t)off + size;
     }
-    p->mem = p->arena_bytes ? kn_alloc(ctx, p->arena_bytes) : NULL;
-    if (p->arena_bytes && !p->mem) return kn_errs(ctx, KN_ENOMEM, "out of memory for a %zu-byte arena", p->arena_bytes);
+    if (p->arena_bytes && !arena_alloc_aligned(ctx, p))
+        return kn_errs(ctx, KN_ENOMEM, "out of memory for a %zu-byte arena", p->arena_bytes);
     return 0;
 }
 
@@ -1104,7 +1116,7 @@ static int pcache_load(kn_ctx *ctx, Program *p, uint64_t key)
         PcIn in = {d + PCACHE_HEAD, d + size, 0};
         if (!pc_read(&in, p)) bad = "corrupt: a field out of range";
     }
-    if (!bad && p->arena_bytes && !(p->mem = kn_alloc(ctx, p->arena_bytes))) bad = "out of memory for its arena";
+    if (!bad && p->arena_bytes && !arena_alloc_aligned(ctx, p)) bad = "out of memory for its arena";
     if (!bad && p->src && !(p->module = p->t->load(p->src, why))) bad = why;
     if (!bad && find_entries(ctx, p)) {
         bad = "an entry point is missing";
@@ -1845,7 +1857,7 @@ void program_free(Program *p)
 {
     if (!p) return;
     if (p->module) p->t->unload(p->module);
-    kn_dealloc(p->ctx, p->mem, p->arena_bytes);
+    kn_dealloc(p->ctx, p->mem_raw, p->arena_bytes ? p->arena_bytes + 64 : 0);
     uint32_t gn = p->g ? p->g->n : 0; /* a generic program has no graph (and runs nothing itself) */
     for (uint32_t v = 0; p->view && v < gn; v++) tensor_unhold(p->ctx, p->view[v]);
     for (int i = 0; p->pool && i < 2 * p->nouts; i++) tensor_unhold(p->ctx, p->pool[i]);
