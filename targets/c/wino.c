@@ -346,7 +346,8 @@ static void put_entry(GemmOut *o, const GemmSpec *s, const Geo *g)
     const char *n = s->name;
     size_t es = s->dtype == GEMM_F32 ? 4 : 8;
     gemm_put(o, "static T *%s_scratch; /* U, V and M: kept from call to call (no page faults), freed on unload */\n", n);
-    gemm_put(o, "__attribute__((destructor)) static void %s_free(void)\n{\n    free(%s_scratch);\n}\n", n, n);
+    gemm_put(o, "static char *%s_raw; /* its allocation: the scratch starts at its first 64-byte boundary */\n", n);
+    gemm_put(o, "__attribute__((destructor)) static void %s_free(void)\n{\n    free(%s_raw);\n}\n", n, n);
     gemm_put(o, "void %s(void **b)\n{\n    %s_wjob j;\n", n, n);
     gemm_put(o, "    const %s_wpar *par = (const %s_wpar *)b[4];\n    void *g[5];\n    ptrdiff_t r0;\n", n, n);
     gemm_put(o, "    j.C = (T *)b[0], j.A = (const T *)b[1], j.X = (const T *)b[2], j.bias = %s;\n",
@@ -357,8 +358,9 @@ static void put_entry(GemmOut *o, const GemmSpec *s, const Geo *g)
         MAXT, MAXT);
     /* one block: U, V, M (each from a multiple of 16 elements) */
     ll nu = (16 * g->K * g->C + 15) / 16 * 16, nv = (16 * g->C * g->tb + 15) / 16 * 16, nm = 16 * g->K * g->tb;
-    gemm_put(o, "    if (!%s_scratch) %s_scratch = (T *)malloc(%lluu);\n", n, n,
+    gemm_put(o, "    if (!%s_raw && (%s_raw = (char *)malloc(%lluu + 64)))\n", n, n,
         (unsigned long long)((nu + nv + nm + 15) / 16 * 16 * (ll)es));
+    gemm_put(o, "        %s_scratch = (T *)(%s_raw + (64 - (size_t)%s_raw %% 64) %% 64);\n", n, n, n);
     gemm_put(o, "    if (!%s_scratch) {\n        %s_wdirect(&j);\n        return;\n    }\n", n, n);
     gemm_put(o, "    j.U = %s_scratch, j.V = j.U + %lld, j.M = j.V + %lld;\n", n, nu, nv);
     if (s->ukeep) /* b[7]: U as NAME_upack wrote it, or NULL */
