@@ -1381,6 +1381,21 @@ static void put_redo(R *r, const IrNode *x, const IrNode *u, kn_dtype dt, int ac
     put_str(r->o, "} }\n");
 }
 
+
+/* The rest of vector loop x's extent, from s_o on (its symbol s), as a plain
+ * loop of x's body at level: the tail that whole vectors did not cover. */
+static void put_rest(R *r, const IrNode *x, int level)
+{
+    int v = x->var;
+    indent(r->o, level);
+    put(r->o, "for (int64_t s%d = s%d_o; s%d < ", v, v, v);
+    put_index(r->o, r->k->ex, x->index, 0);
+    put(r->o, "; s%d++) {\n", v);
+    put_block(r, x->child, level + 1);
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
 /* A vector loop whose body updates accumulators, in the SIMD dialect:
  * each accumulator gets L lanes (the width, or a multiple of it the ISA
  * wants for more vectors in flight; starting at its op's identity) that
@@ -1539,13 +1554,7 @@ static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
         if (u) put_combine(r, u, dt, dst, src);
         put_char(r->o, '\n');
     }
-    indent(r->o, level + 1);
-    put(r->o, "for (int64_t s%d = s%d_o; s%d < ", v, v, v);
-    put_index(r->o, r->k->ex, x->index, 0);
-    put(r->o, "; s%d++) {\n", v);
-    put_block(r, x->child, level + 2);
-    indent(r->o, level + 1);
-    put_str(r->o, "}\n");
+    put_rest(r, x, level + 1);
     indent(r->o, level);
     put_str(r->o, "}\n");
 }
@@ -1616,13 +1625,7 @@ static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
     put_str(r->o, "], nt_); }\n");
     indent(r->o, level + 1);
     put_str(r->o, "}\n");
-    indent(r->o, level + 1);
-    put(r->o, "for (int64_t s%d = s%d_o; s%d < ", v, v, v);
-    put_index(r->o, r->k->ex, x->index, 0);
-    put(r->o, "; s%d++) {\n", v);
-    put_block(r, x->child, level + 2);
-    indent(r->o, level + 1);
-    put_str(r->o, "}\n");
+    put_rest(r, x, level + 1);
     indent(r->o, level + 1);
     put_str(r->o, "KN_SFENCE();\n");
     indent(r->o, level);
