@@ -23,23 +23,6 @@ static void sink(void *user, const char *line)
     snprintf(logbuf + n, sizeof logbuf - n, "%s\n", line);
 }
 
-/* largest |a - b| / (1 + |b|) over the elements; infinity on a shape mismatch or NaN */
-static double max_diff(kn_ctx *ca, kn_tensor *a, kn_ctx *cb, kn_tensor *b)
-{
-    int64_t n = kn_numel(a);
-    if (n != kn_numel(b)) return INFINITY;
-    double *x = malloc((size_t)n * sizeof *x + 8), *y = malloc((size_t)n * sizeof *y + 8), m = 0;
-    kn_tensor *a64 = kn_to(ca, a, KN_F64), *b64 = kn_to(cb, b, KN_F64);
-    if (kn_read(ca, a64, x, (size_t)n * 8) || kn_read(cb, b64, y, (size_t)n * 8)) m = INFINITY;
-    for (int64_t i = 0; i < n && m != INFINITY; i++) {
-        double d = fabs(x[i] - y[i]) / (1 + fabs(y[i]));
-        if (!(d <= m)) m = isnan(d) ? INFINITY : d;
-    }
-    free(x);
-    free(y);
-    return m;
-}
-
 static const int64_t sweep[5] = {8, 16, 24, 5, 33};
 
 /* the entries a sweep of 5 sizes makes, per dynamic setting: auto, a static one and a generic one; on,
@@ -100,7 +83,7 @@ static void test_infer_sweep(int bi, int dyn, int strided)
         CHECK_MSG(s == KN_OK, "%s %s B=%lld: %s", bname[bi], dname[dyn], (long long)sweep[c], kn_last_error(ctx));
         CHECK(infer_body(ctx, &n, in, 2, want, 2) == KN_OK);
         for (int k = 0; k < 2 && s == KN_OK; k++) {
-            double d = max_diff(ctx, out[k], ctx, want[k]);
+            double d = test_rel_diff(ctx, out[k], ctx, want[k]);
             CHECK_MSG(d < 1e-5, "%s %s%s B=%lld out[%d]: differs from eager by %g", bname[bi], dname[dyn],
                       strided ? " strided" : "", (long long)sweep[c], k, d);
         }
@@ -193,7 +176,7 @@ static void test_train_sweep(int bi, int dyn, const char *model, ModelCfg cfg, i
         if (!(d <= worst_loss)) worst_loss = d;
         for (int i = 0; i < model_nparams(ma); i++) {
             kn_tensor *t = across(ca, cb, model_params(mb)[i]);
-            double pd = max_diff(ca, model_params(ma)[i], ca, t);
+            double pd = test_rel_diff(ca, model_params(ma)[i], ca, t);
             kn_free(ca, t);
             if (!(pd <= worst)) worst = pd;
         }
@@ -256,7 +239,7 @@ static void test_region_sweep(int bi, int dyn)
         for (int i = 0; la && lb && i < model_nparams(ma); i++) {
             kn_tensor *ga = kn_grad(ca, model_params(ma)[i]), *gb = kn_grad(cb, model_params(mb)[i]);
             kn_tensor *t = gb ? across(ca, cb, gb) : NULL;
-            double d = ga && t ? max_diff(ca, ga, ca, t) : INFINITY;
+            double d = ga && t ? test_rel_diff(ca, ga, ca, t) : INFINITY;
             if (!(d <= worst)) worst = d;
         }
         kn_zero_grad(ca, model_params(ma), model_nparams(ma));
@@ -313,7 +296,7 @@ static void test_generic_sweep(int bi, int dyn)
         CHECK_MSG(s == KN_OK, "%s %s mix S=%lld: %s", bname[bi], dname[dyn], (long long)sizes[c], kn_last_error(ctx));
         CHECK(mix_body(ctx, NULL, in, 2, want, 2) == KN_OK);
         for (int k = 0; k < 2 && s == KN_OK; k++) {
-            double d = max_diff(ctx, out[k], ctx, want[k]);
+            double d = test_rel_diff(ctx, out[k], ctx, want[k]);
             CHECK_MSG(d < 1e-5, "%s %s mix S=%lld out[%d]: differs from eager by %g", bname[bi], dname[dyn],
                       (long long)sizes[c], k, d);
         }
@@ -378,7 +361,7 @@ static void test_specialise(kn_body_fn body, const char *name, const char *why)
         kn_tensor *x = kn_randn(ctx, KN_F32, 2, xs), *out[1] = {0}, *want[1] = {0};
         CHECK_MSG(kn_call(f, &x, 1, out, 1) == KN_OK, "%s B=%lld: %s", name, (long long)sweep[c], kn_last_error(ctx));
         CHECK(body(ctx, NULL, &x, 1, want, 1) == KN_OK);
-        CHECK_MSG(out[0] && max_diff(ctx, out[0], ctx, want[0]) < 1e-6, "%s B=%lld: differs from eager", name,
+        CHECK_MSG(out[0] && test_rel_diff(ctx, out[0], ctx, want[0]) < 1e-6, "%s B=%lld: differs from eager", name,
                   (long long)sweep[c]);
         kn_scope_end(ctx);
     }
@@ -428,7 +411,7 @@ static void test_guards(void)
         } else {
             CHECK_MSG(s == KN_OK, "call %d: %s", c, kn_last_error(ctx));
             CHECK(add_body(ctx, NULL, in, 2, want, 1) == KN_OK);
-            CHECK(out[0] && max_diff(ctx, out[0], ctx, want[0]) < 1e-6);
+            CHECK(out[0] && test_rel_diff(ctx, out[0], ctx, want[0]) < 1e-6);
         }
         kn_fn_info info;
         kn_fn_stats(f, &info);
