@@ -102,6 +102,9 @@ struct Program {
     uint8_t *fresh;     /* per output: a handle made by this run, for the caller */
     uint8_t *older;     /* per output: the pool slot used less recently */
     struct Packed *packed; /* per step: its B kept packed ("B kept packed", below) */
+    uint64_t *prof_ns;  /* KILN_LOGS=perf: per step, its time over every run but the first (logged by
+                           program_free) */
+    int prof_runs, runs;
 };
 
 static size_t node_bytes(const Node *n)
@@ -1618,6 +1621,7 @@ static int run_init(Program *p)
     p->fresh = kn_alloc(ctx, (size_t)p->nouts + 1);
     p->older = kn_alloc(ctx, (size_t)p->nouts + 1);
     p->packed = kn_alloc_zeroed(ctx, (size_t)(p->nsteps + 1) * sizeof *p->packed);
+    if (log_on(ctx, LOG_PERF) && p->t) p->prof_ns = kn_alloc_zeroed(ctx, (size_t)(p->nsteps + 1) * sizeof *p->prof_ns);
     if (p->vals && p->view && p->pool && p->fresh && p->older && p->packed) return 0;
     /* all or nothing: the next run tries again */
     kn_dealloc(ctx, p->vals, nv * sizeof *p->vals);
@@ -1833,8 +1837,13 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
         else storage_stamp(ctx, vals[p->outs[i]]->st); /* written below: a storage kept may be one reused */
         fresh[i] = p->reuse != PROGRAM_STATIC;
     }
-    for (int i = 0; i < p->nsteps && !s && p->t; i++)
+    uint64_t *prof = p->runs++ ? p->prof_ns : NULL; /* the first run touches the arena and outputs first */
+    for (int i = 0; i < p->nsteps && !s && p->t; i++) {
+        uint64_t t0 = prof ? port_now_ns() : 0;
         s = p->steps[i].interp ? run_interp(p, &p->steps[i], vals) : run_kernel(p, &p->steps[i], vals);
+        if (prof) prof[i] += port_now_ns() - t0;
+    }
+    p->prof_runs += prof && !s;
     for (int i = 0; i < p->nouts; i++) outs[i] = s ? NULL : vals[p->outs[i]];
     if (scoped) kn_scope_end(ctx); /* copies and the interpreter's values; the fresh outputs are kept */
     for (int i = 0; i < p->nouts; i++) {
@@ -1853,9 +1862,49 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
 
 void program_set_reuse(Program *p, int mode) { p->reuse = mode; }
 
+static const char *step_name(const Program *p, const Step *st)
+{
+    return st->gemm ? st->gemm->name : st->k ? st->k->name : kn_opinfo[p->g->nodes[st->node].op].name;
+}
+
+/* KILN_LOGS=perf: where a program's runs but the first (which touches the arena and outputs for the
+ * first time) went, step by step: the totals of dots, loop kernels and interpreter steps, then
+ * the PROFILE_TOP slowest steps, each with its share and the nodes it writes. */
+enum { PROFILE_TOP = 24 };
+static void log_profile(const Program *p)
+{
+    kn_ctx *ctx = p->ctx;
+    double kind[3] = {0, 0, 0}, all = 0, per = 1e6 * p->prof_runs; /* ns to ms per run */
+    for (int i = 0; i < p->nsteps; i++) {
+        const Step *st = &p->steps[i];
+        kind[st->gemm ? 0 : st->interp ? 2 : 1] += (double)p->prof_ns[i];
+        all += (double)p->prof_ns[i];
+    }
+    log_line(ctx, LOG_PERF, "profile: %d runs, %.3f ms a run in %d steps: dots %.3f ms, loop kernels %.3f ms, "
+             "interpreter %.3f ms", p->prof_runs, all / per, p->nsteps, kind[0] / per, kind[1] / per, kind[2] / per);
+    int top[PROFILE_TOP], ntop = 0;
+    for (int i = 0; i < p->nsteps; i++) { /* insertion into the sorted top list */
+        int j = ntop < PROFILE_TOP ? ntop++ : PROFILE_TOP;
+        while (j > 0 && p->prof_ns[top[j - 1]] < p->prof_ns[i]) {
+            if (j < PROFILE_TOP) top[j] = top[j - 1];
+            j--;
+        }
+        if (j < PROFILE_TOP) top[j] = i;
+    }
+    for (int r = 0; r < ntop; r++) {
+        const Step *st = &p->steps[top[r]];
+        log_line(ctx, LOG_PERF, "profile: %8.3f ms %5.1f%%  step %d %s", (double)p->prof_ns[top[r]] / per,
+                 all > 0 ? 100.0 * (double)p->prof_ns[top[r]] / all : 0.0, top[r], step_name(p, st));
+    }
+}
+
 void program_free(Program *p)
 {
     if (!p) return;
+    if (p->prof_ns) {
+        if (p->prof_runs) log_profile(p);
+        kn_dealloc(p->ctx, p->prof_ns, (size_t)(p->nsteps + 1) * sizeof *p->prof_ns);
+    }
     if (p->module) p->t->unload(p->module);
     kn_dealloc(p->ctx, p->mem_raw, p->arena_bytes ? p->arena_bytes + 64 : 0);
     uint32_t gn = p->g ? p->g->n : 0; /* a generic program has no graph (and runs nothing itself) */

@@ -404,6 +404,63 @@ static void test_shared_kernels(kn_ctx *ctx)
     }
 }
 
+/* KILN_LOGS=perf profiles a program's runs but the first: a total line
+ * with the runs and steps, then each step by its time, slowest first, the
+ * dot under its unit's name (a matmul, a tanh, a sum: 1 dot among them). */
+typedef struct {
+    int runs, nsteps, steps, dot, sorted;
+    double last;
+} Profile;
+
+static void read_profile(void *user, const char *line)
+{
+    Profile *pr = user;
+    const char *q = strstr(line, "profile: ");
+    if (!q) return;
+    q += 9;
+    int runs, steps;
+    if (sscanf(q, "%d runs, %*f ms a run in %d steps", &runs, &steps) == 2) {
+        pr->runs = runs, pr->nsteps = steps;
+        return;
+    }
+    double ms;
+    if (sscanf(q, "%lf ms", &ms) != 1) return;
+    pr->sorted &= pr->steps == 0 || ms <= pr->last;
+    pr->last = ms;
+    pr->steps++;
+    pr->dot += strstr(q, "_dot") != NULL;
+}
+
+static void test_profile(kn_ctx *ctx)
+{
+    int64_t xs[2] = {9, 13}, ws[2] = {13, 6};
+    kn_tensor *x = kn_randn(ctx, KN_F32, 2, xs), *w = kn_randn(ctx, KN_F32, 2, ws);
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        ctx->trace = graph_new(ctx);
+        kn_tensor *y = kn_sum(ctx, kn_tanh(ctx, kn_matmul(ctx, x, w)), (int[]){0}, 1, 0);
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        Profile pr = {0, 0, 0, 0, 1, 0};
+        kn_set_log(ctx, read_profile, &pr);
+        kn_set_logs(ctx, "perf");
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        if (p) program_stats(p, &st);
+        kn_tensor *got = NULL;
+        for (int r = 0; r < 3 && p; r++) CHECK(program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK);
+        program_free(p); /* logs the profile */
+        kn_set_logs(ctx, "");
+        kn_set_log(ctx, NULL, NULL);
+        CHECK_MSG(pr.runs == 2 && pr.nsteps == st.kernels && pr.steps == st.kernels && pr.dot == 1 && pr.sorted,
+                  "%s: a profile of %d runs (2 expected) and %d steps (%d kernels), %d step lines (%d dots), sorted %d",
+                  st.backend, pr.runs, pr.nsteps, st.kernels, pr.steps, pr.dot, pr.sorted);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
 /* A convolution is implicit GEMM: the dot template packs its windows
  * straight from the input, so the planned arena holds no im2col buffer
  * (N, C*KH*KW, OH*OW), and the result equals eager's. */
@@ -711,6 +768,7 @@ int main(void)
         printf("SKIP compile: a JIT is missing on this platform (%s): programs run on the interpreter\n", port_name());
     test_shared_dots(ctx);
     test_shared_kernels(ctx);
+    test_profile(ctx);
     test_program_cache(ctx, in);
     test_conv_window(ctx, in[4], in[5], 1, 0);
     test_conv_backward_window(ctx, in[4], in[5]);
