@@ -1868,33 +1868,37 @@ static const char *step_name(const Program *p, const Step *st)
 }
 
 /* KILN_LOGS=perf: where a program's runs but the first (which touches the arena and outputs for the
- * first time) went, step by step: the totals of dots, loop kernels and interpreter steps, then
- * the PROFILE_TOP slowest steps, each with its share and the nodes it writes. */
-enum { PROFILE_TOP = 24 };
+ * first time) went, step by step: the totals of dots, loop kernels and interpreter steps, then the
+ * PROFILE_TOP slowest steps of each kind, with their share of the whole. */
+enum { PROFILE_TOP = 16 };
+static int step_kind(const Step *st) { return st->gemm ? 0 : st->interp ? 2 : 1; }
+
 static void log_profile(const Program *p)
 {
+    static const char *const kinds[3] = {"dots", "loop kernels", "interpreter"};
     kn_ctx *ctx = p->ctx;
     double kind[3] = {0, 0, 0}, all = 0, per = 1e6 * p->prof_runs; /* ns to ms per run */
     for (int i = 0; i < p->nsteps; i++) {
-        const Step *st = &p->steps[i];
-        kind[st->gemm ? 0 : st->interp ? 2 : 1] += (double)p->prof_ns[i];
+        kind[step_kind(&p->steps[i])] += (double)p->prof_ns[i];
         all += (double)p->prof_ns[i];
     }
     log_line(ctx, LOG_PERF, "profile: %d runs, %.3f ms a run in %d steps: dots %.3f ms, loop kernels %.3f ms, "
              "interpreter %.3f ms", p->prof_runs, all / per, p->nsteps, kind[0] / per, kind[1] / per, kind[2] / per);
-    int top[PROFILE_TOP], ntop = 0;
-    for (int i = 0; i < p->nsteps; i++) { /* insertion into the sorted top list */
-        int j = ntop < PROFILE_TOP ? ntop++ : PROFILE_TOP;
-        while (j > 0 && p->prof_ns[top[j - 1]] < p->prof_ns[i]) {
-            if (j < PROFILE_TOP) top[j] = top[j - 1];
-            j--;
+    for (int c = 0; c < 3; c++) {
+        int top[PROFILE_TOP], ntop = 0;
+        for (int i = 0; i < p->nsteps; i++) { /* insertion into the sorted top list */
+            if (step_kind(&p->steps[i]) != c) continue;
+            int j = ntop < PROFILE_TOP ? ntop++ : PROFILE_TOP;
+            while (j > 0 && p->prof_ns[top[j - 1]] < p->prof_ns[i]) {
+                if (j < PROFILE_TOP) top[j] = top[j - 1];
+                j--;
+            }
+            if (j < PROFILE_TOP) top[j] = i;
         }
-        if (j < PROFILE_TOP) top[j] = i;
-    }
-    for (int r = 0; r < ntop; r++) {
-        const Step *st = &p->steps[top[r]];
-        log_line(ctx, LOG_PERF, "profile: %8.3f ms %5.1f%%  step %d %s", (double)p->prof_ns[top[r]] / per,
-                 all > 0 ? 100.0 * (double)p->prof_ns[top[r]] / all : 0.0, top[r], step_name(p, st));
+        for (int r = 0; r < ntop; r++)
+            log_line(ctx, LOG_PERF, "profile: %-12s %8.3f ms %5.1f%%  step %d %s", kinds[c],
+                     (double)p->prof_ns[top[r]] / per, all > 0 ? 100.0 * (double)p->prof_ns[top[r]] / all : 0.0,
+                     top[r], step_name(p, &p->steps[top[r]]));
     }
 }
 
