@@ -130,12 +130,10 @@ static void last_uses(const Program *p, int *last)
             for (int i = 0; i < n->nsrc; i++) last[n->src[i]] = s;
             continue;
         }
-        if (p->steps[s].gemm) {
-            last[p->steps[s].root[0]] = last[p->steps[s].root[1]] = s;
-            for (int b = 1; p->steps[s].k && b < p->steps[s].k->nbufs; b++) last[p->steps[s].k->bufs[b].node] = s;
-            continue;
-        }
-        for (int b = 1; b < p->steps[s].k->nbufs; b++) last[p->steps[s].k->bufs[b].node] = s;
+        if (p->steps[s].gemm) last[p->steps[s].root[0]] = last[p->steps[s].root[1]] = s;
+        const Kernel *k = p->steps[s].k; /* a loop kernel's or a dot's epilogue's inputs */
+        for (int b = 0; k && b < k->nbufs; b++)
+            if (k->bufs[b].role != BUF_OUT) last[k->bufs[b].node] = s;
     }
 }
 
@@ -177,20 +175,24 @@ static int arena_alloc_aligned(kn_ctx *ctx, Program *p)
 static int plan(kn_ctx *ctx, Program *p)
 {
     int *last = arena_alloc(&p->arena, p->g->n * sizeof *last);
-    Block *live = arena_alloc(&p->arena, (size_t)(p->nsteps + 1) * sizeof *live);
+    Block *live = arena_alloc(&p->arena, (size_t)(LOWER_GROUP_MAX * p->nsteps + 1) * sizeof *live);
     p->offset = arena_alloc(&p->arena, p->g->n * sizeof *p->offset);
     if (!last || !live || !p->offset) return kn_errs(ctx, KN_ENOMEM, "out of memory planning");
     last_uses(p, last);
     for (uint32_t v = 0; v < p->g->n; v++) p->offset[v] = -1;
     int nlive = 0;
     for (int s = 0; s < p->nsteps; s++) {
-        uint32_t v = p->steps[s].node;
-        if (is_output(p, v)) continue;
-        size_t size = node_bytes(&p->g->nodes[v]);
-        int64_t off = first_fit(live, nlive, s, size);
-        live[nlive++] = (Block){off, size, last[v] < s ? s : last[v]};
-        p->offset[v] = off;
-        if ((size_t)off + size > p->arena_bytes) p->arena_bytes = (size_t)off + size;
+        const Step *st = &p->steps[s];
+        int group = st->k && !st->gemm; /* a loop kernel writes its out buffers (a group: several), others their node */
+        for (int b = 0; b < (group ? st->k->nbufs : 1); b++) {
+            uint32_t v = group ? st->k->bufs[b].node : st->node;
+            if ((group && st->k->bufs[b].role != BUF_OUT) || is_output(p, v)) continue;
+            size_t size = node_bytes(&p->g->nodes[v]);
+            int64_t off = first_fit(live, nlive, s, size);
+            live[nlive++] = (Block){off, size, last[v] < s ? s : last[v]};
+            p->offset[v] = off;
+            if ((size_t)off + size > p->arena_bytes) p->arena_bytes = (size_t)off + size;
+        }
     }
     if (p->arena_bytes && !arena_alloc_aligned(ctx, p))
         return kn_errs(ctx, KN_ENOMEM, "out of memory for a %zu-byte arena", p->arena_bytes);
@@ -341,6 +343,119 @@ static void train_demote(kn_ctx *ctx, Program *p)
     }
 }
 
+/* ---- groups: pointwise kernels of one shape that read the same buffers, as one kernel ----
+ * The scheduler gives each materialised node a kernel of its own. Where
+ * several pointwise kernels of one shape read the same buffers (Adam's
+ * updates of a weight, its moments and the weight itself, each read the
+ * gradient and the moments; batch norm's normalised value, its affine
+ * output, ReLU's masks and output, each a pass over the activation),
+ * each pass reads them again, and a later kernel that reads an earlier
+ * one's output reads it back from memory. group_steps moves such a kernel
+ * up into an earlier one's step when every buffer it reads is written
+ * before that step (or by the group, at the element it stores), and
+ * lower_group lowers the group as one loop nest with a store per node: its
+ * inputs are read once, a node read by a later one of the group is the
+ * value just stored, and values the nodes share are computed once. The
+ * program's steps stay in an order where every buffer is written before it
+ * is read. */
+
+enum { GROUP_WINDOW = 256, GROUP_MAX_BUFS = 24 };
+
+/* A plain kernel: a loop nest, one loop in each block, around one store of buffer 0 with no data-dependent
+ * offset (what lower_kernel makes of a pointwise node). */
+static int plain_kernel(const Kernel *k)
+{
+    IrRef r = k->body;
+    while (r && k->nodes[r].kind == IR_LOOP && !k->nodes[r].next) r = k->nodes[r].child;
+    const IrNode *x = r ? &k->nodes[r] : NULL;
+    return x && x->kind == IR_STORE && !x->next && !x->op && !x->b && x->buf == 0;
+}
+
+static int same_shape(const Node *a, const Node *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape);
+}
+
+/* Whether kernel k reads node u */
+static int reads(const Kernel *k, uint32_t u)
+{
+    for (int b = 0; b < k->nbufs; b++)
+        if (k->bufs[b].role == BUF_IN && k->bufs[b].node == u) return 1;
+    return 0;
+}
+
+/* Whether step i's kernel k may join the group headed by step h (members m[0..nm), m[0] == h's node):
+ * every buffer it reads written before h or by the group, and one of them, of the kernel's size at
+ * least (not a scalar such as a learning rate), read or written by the group too. */
+static int may_join(const Program *p, const int *at, const uint32_t *m, int nm, int h, const Kernel *k)
+{
+    const Graph *g = p->g;
+    int64_t numel = tensor_numel(g->nodes[m[0]].ndim, g->nodes[m[0]].shape);
+    int shared = 0;
+    for (int b = 1; b < k->nbufs; b++) {
+        uint32_t u = k->bufs[b].node;
+        int mine = k->bufs[b].role == BUF_IN && reads(p->steps[h].k, u);
+        for (int j = 0; j < nm && !mine; j++) mine = m[j] == u;
+        if (k->bufs[b].role != BUF_IN || (!mine && at[u] >= h)) return 0;
+        shared |= mine && tensor_numel(g->nodes[u].ndim, g->nodes[u].shape) >= numel;
+    }
+    return shared;
+}
+
+/* Lowers the group of nodes m[0..nm) into a new kernel for step h: 1 if it is one (or 0, and h keeps its
+ * kernel), -1 on error. */
+static int regroup(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, int h, const uint32_t *m, int nm)
+{
+    Kernel *k = arena_alloc(&p->arena, sizeof *k);
+    if (!k) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling"), -1;
+    int r = lower_group(ctx, p->g, s, m, nm, ex, &p->arena, k);
+    if (r == LOWER_NOGROUP || (!r && k->nbufs > GROUP_MAX_BUFS)) return 0;
+    if (r || ir_verify(ctx, k)) return -1;
+    p->steps[h].k = k;
+    return 1;
+}
+
+static int group_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex)
+{
+    const Graph *g = p->g;
+    int *at = arena_alloc(&p->arena, g->n * sizeof *at);  /* per node: the step that writes it, or -1 */
+    int *head = arena_alloc(&p->arena, (size_t)(p->nsteps + 1) * sizeof *head); /* per step: its group's, or -1 */
+    uint32_t *m = arena_alloc(&p->arena, (size_t)(LOWER_GROUP_MAX * p->nsteps + 1) * sizeof *m); /* per head */
+    int *nm = arena_alloc(&p->arena, (size_t)(p->nsteps + 1) * sizeof *nm);
+    if (!at || !head || !m || !nm) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+    for (uint32_t v = 0; v < g->n; v++) at[v] = -1;
+    for (int i = 0; i < p->nsteps; i++) {
+        Step *st = &p->steps[i];
+        at[st->node] = i, head[i] = -1, nm[i] = 0;
+        if (st->interp || st->gemm || !st->k || !plain_kernel(st->k)) continue;
+        head[i] = i, nm[i] = 1, m[LOWER_GROUP_MAX * i] = st->node;
+        for (int h = i - 1; h >= 0 && h >= i - GROUP_WINDOW; h--) {
+            if (head[h] != h || nm[h] == LOWER_GROUP_MAX || !same_shape(&g->nodes[p->steps[h].node], &g->nodes[st->node]))
+                continue;
+            uint32_t *mh = &m[LOWER_GROUP_MAX * h];
+            if (!may_join(p, at, mh, nm[h], h, st->k)) continue;
+            mh[nm[h]] = st->node;
+            int r = regroup(ctx, p, s, ex, h, mh, nm[h] + 1);
+            if (r < 0) return ctx->status;
+            if (!r) continue;
+            nm[h]++, head[i] = h, nm[i] = 0, at[st->node] = h;
+            break;
+        }
+    }
+    int n = 0, groups = 0;
+    for (int i = 0; i < p->nsteps; i++) {
+        if (head[i] >= 0 && head[i] != i) continue; /* in an earlier step's group */
+        if (nm[i] > 1) {
+            groups++;
+            log_line(ctx, LOG_FUSION, "%%%" PRIu32 ": one kernel with %d nodes of its shape, %s", p->steps[i].node,
+                     nm[i], p->steps[i].k->name);
+        }
+        p->steps[n++] = p->steps[i];
+    }
+    p->nsteps = n;
+    return 0;
+}
+
 /* raw: the kernels as lowered, before the loop passes (compile_generic runs them on the generic kernels). */
 static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, int interp_only, int raw)
 {
@@ -374,9 +489,14 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
         int r = lower_kernel(ctx, p->g, s, st->node, ex, &p->arena, st->k);
         if (r == LOWER_INTERP) st->interp = 1, st->k = NULL;
         else if (r) return r;
-        else if (ir_verify(ctx, st->k) || (!raw && (loopopt_run(ctx, st->k, NULL) || ir_verify(ctx, st->k))))
-            return ctx->status;
-        else if (!raw) log_kernel(ctx, st->k);
+        else if (ir_verify(ctx, st->k)) return ctx->status;
+    }
+    if (group_steps(ctx, p, s, ex)) return ctx->status;
+    for (int i = 0; i < p->nsteps && !raw; i++) {
+        Step *st = &p->steps[i];
+        if (!st->k || st->gemm) continue;
+        if (loopopt_run(ctx, st->k, NULL) || ir_verify(ctx, st->k)) return ctx->status;
+        log_kernel(ctx, st->k);
     }
     train_demote(ctx, p);
     return 0;

@@ -44,6 +44,12 @@ typedef struct {
     int bad_row; /* a fused reduction was read away from its row: a scheduler bug */
     uint32_t reuse; /* a row kernel's node whose values the output buffer holds (0: none) */
     int row_final;  /* lowering a row kernel's last loop: x / (a value of the row) is x * (1 / it) */
+    /* a group (lower_group): its nodes, the values of those stored so far, their one index */
+    const uint32_t *group;
+    IrRef gval[LOWER_GROUP_MAX];
+    int ngroup, gdone;
+    ExprId glin;
+    int self_read; /* a node of the group read away from its own element (or before it is stored) */
 } Lower;
 
 static ExprId cst(Lower *l, int64_t v) { return expr_const(l->ex, v); }
@@ -226,6 +232,12 @@ static IrRef value(Lower *l, uint32_t u, const ExprId *idx)
 {
     const Node *n = &l->g->nodes[u];
     if (u && u == l->reuse) return ir_load(l->k, 0, linear(l, n->ndim, n->shape, idx)); /* stored there before */
+    for (int j = 0; j < l->ngroup; j++) /* a node of the group: its value, at its own element only */
+        if (l->group[j] == u) {
+            if (j < l->gdone && linear(l, n->ndim, n->shape, idx) == l->glin) return l->gval[j];
+            l->self_read = 1;
+            return 0;
+        }
     if (!l->s->materialised[u] && l->s->fused && l->s->fused[u]) return row_value(l, u, idx);
     if (!l->s->materialised[u]) return compute(l, u, idx);
     int b = buffer_of(l, u);
@@ -254,6 +266,61 @@ static int lower_pointwise(Lower *l, uint32_t v)
     ExprId idx[KN_MAX_DIMS];
     IrBlock top = {0, 0}, *body = loops(l, &top, n->ndim, n->shape, NULL, idx);
     return body && ir_store(l->k, body, 0, linear(l, n->ndim, n->shape, idx), compute(l, v, idx)) ? 0 : -1;
+}
+
+static void find_fused(Lower *l, uint32_t v, uint8_t *seen);
+
+/* Whether v's kernel would be lower_pointwise's: a pointwise op or a view
+ * (not gather or scatter_add), no dot and no reduction fused into it. */
+static int plain(const Graph *g, const Schedule *s, uint32_t v)
+{
+    const Node *n = &g->nodes[v];
+    OpClass c = kn_opinfo[n->op].cls;
+    if (c == OC_REDUCE || c == OC_DOT || c == OC_INDEX || (s->dot && s->dot[v])) return 0;
+    for (int d = 0; d < n->ndim; d++)
+        if (DIM_IS_SYM(n->shape[d])) return 0;
+    return 1;
+}
+
+int lower_group(kn_ctx *ctx, const Graph *g, const Schedule *s, const uint32_t *vs, int nv, ExprTable *ex, Arena *a,
+                Kernel *k)
+{
+    const Node *n = &g->nodes[vs[0]];
+    if (nv < 1 || nv > LOWER_GROUP_MAX) return LOWER_NOGROUP;
+    for (int i = 0; i < nv; i++) {
+        const Node *m = &g->nodes[vs[i]];
+        if (!plain(g, s, vs[i]) || m->ndim != n->ndim || memcmp(m->shape, n->shape, n->ndim * sizeof *n->shape))
+            return LOWER_NOGROUP;
+    }
+    Lower l;
+    memset(&l, 0, sizeof l);
+    l.ctx = ctx, l.g = g, l.s = s, l.k = k, l.ex = ex;
+    uint8_t *seen = kn_alloc(ctx, g->n);
+    if (!seen) return kn_errs(ctx, KN_ENOMEM, "out of memory lowering");
+    for (int i = 0; i < nv && !l.nr; i++) { /* a row reduction fused into a node: not a pointwise kernel */
+        memset(seen, 0, g->n);
+        if (s->fused) find_fused(&l, vs[i], seen);
+    }
+    kn_dealloc(ctx, seen, g->n);
+    if (l.nr) return LOWER_NOGROUP;
+    char name[32];
+    snprintf(name, sizeof name, "k%" PRIu32 "_%s_%d", vs[0], kn_opinfo[n->op].name, nv);
+    ir_init(k, a, ex, name);
+    l.group = vs, l.ngroup = nv;
+    int ok = 1;
+    for (int i = 0; i < nv && ok; i++) {
+        const Node *m = &g->nodes[vs[i]];
+        ok = ir_buf(k, (kn_dtype)m->dtype, BUF_OUT, cst(&l, tensor_numel(m->ndim, m->shape)), vs[i]) == i;
+    }
+    ExprId idx[KN_MAX_DIMS];
+    IrBlock top = {0, 0}, *body = ok ? loops(&l, &top, n->ndim, n->shape, NULL, idx) : NULL;
+    if (body) l.glin = linear(&l, n->ndim, n->shape, idx);
+    for (ok = body != NULL; l.gdone < nv && ok; l.gdone++) {
+        l.gval[l.gdone] = compute(&l, vs[l.gdone], idx);
+        ok = l.gval[l.gdone] && ir_store(l.k, body, l.gdone, l.glin, l.gval[l.gdone]);
+    }
+    if (l.self_read) return LOWER_NOGROUP;
+    return ok ? 0 : kn_errs(ctx, KN_ENOMEM, "out of memory lowering %s", name);
 }
 
 /* scatter_add: the output is a copy of x, then src[i] is added at i with

@@ -404,6 +404,100 @@ static void test_shared_kernels(kn_ctx *ctx)
     }
 }
 
+/* Groups (compile.c, lower_group): pointwise kernels of one shape that read
+ * the same buffers run as one kernel with a store per node. Each case builds
+ * outputs with the body, compiles them on tcc and c, and checks each output
+ * against eager and the program's kernel count. */
+typedef int (*GroupBody)(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out); /* outputs made */
+
+/* a 0-d f32 constant (a full node, a literal in the kernel; a scalar would be an input buffer) */
+static kn_tensor *cf(kn_ctx *ctx, double v) { return kn_full(ctx, KN_F32, 0, NULL, v); }
+
+/* Adam's update of one weight: the moments and the weight read the gradient (and the moments), so one
+ * kernel of three stores; the moments' values are computed once there, not again for the weight. */
+static int adam_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    kn_tensor *g = in[0], *m = in[1], *v = in[2], *p = in[3];
+    out[0] = kn_add(ctx, kn_mul(ctx, m, cf(ctx, 0.9)), kn_mul(ctx, g, cf(ctx, 0.1)));
+    out[1] = kn_add(ctx, kn_mul(ctx, v, cf(ctx, 0.999)), kn_mul(ctx, kn_mul(ctx, g, g), cf(ctx, 0.001)));
+    out[2] = kn_sub(ctx, p, kn_div(ctx, kn_mul(ctx, out[0], cf(ctx, 0.01)),
+                                   kn_add(ctx, kn_sqrt(ctx, out[1]), cf(ctx, 1e-8))));
+    return 3;
+}
+
+/* batch norm's affine and ReLU: each later node reads the one before at its own element */
+static int chain_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    out[0] = kn_add(ctx, kn_mul(ctx, in[0], in[1]), cf(ctx, 0.25));
+    out[1] = kn_relu(ctx, out[0]);
+    out[2] = kn_to(ctx, kn_gt(ctx, out[0], cf(ctx, 0)), KN_F32);
+    return 3;
+}
+
+/* b reads a transposed (another element of a): two kernels */
+static int transposed_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    out[0] = kn_mul(ctx, in[4], cf(ctx, 2));
+    out[1] = kn_add(ctx, kn_transpose(ctx, out[0], 0, 1), in[4]);
+    return 2;
+}
+
+/* c reads x and a sum written after a's kernel: c cannot move up into a's, so three kernels */
+static int after_sum_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    out[0] = kn_mul(ctx, in[0], cf(ctx, 3));
+    out[1] = kn_sum(ctx, in[0], (int[]){1}, 1, 1);
+    out[2] = kn_sub(ctx, in[0], out[1]);
+    return 3;
+}
+
+static void check_group(kn_ctx *ctx, const char *what, GroupBody body, kn_tensor *const *in, int kernels)
+{
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *want[4], *y[4], *got[4] = {NULL, NULL, NULL, NULL};
+        int n = body(ctx, in, want);
+        ctx->trace = graph_new(ctx);
+        body(ctx, in, y);
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        uint32_t outs[4] = {0, 0, 0, 0};
+        for (int i = 0; i < n; i++) outs[i] = y[i] ? y[i]->node : 0;
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        Program *p = compile_graph(ctx, g, outs, n, &o);
+        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        if (p) program_stats(p, &ps);
+        for (int r = 0; r < 2 && p; r++) { /* twice: the second run's outputs reuse the first's storage */
+            int ok = program_run(p, g->input_vals, (int)g->ninputs, got) == KN_OK;
+            for (int i = 0; i < n; i++) {
+                int same = 0;
+                double d = ok ? max_diff_scaled(ctx, got[i], want[i], &same) : INFINITY;
+                CHECK_MSG(same && d < 1e-6, "group %s on %s, output %d: %s, max diff over max %g", what, ps.backend, i,
+                          kn_last_error(ctx), d);
+            }
+        }
+        if (strcmp(ps.backend, "interp") != 0)
+            CHECK_MSG(ps.kernels == kernels, "group %s on %s: %d kernels, expected %d", what, ps.backend, ps.kernels,
+                      kernels);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
+static void test_groups(kn_ctx *ctx)
+{
+    int64_t s[2] = {7, 37}, sq[2] = {13, 13};
+    kn_tensor *in[5];
+    for (int i = 0; i < 4; i++) in[i] = kn_randn(ctx, KN_F32, 2, s);
+    in[2] = kn_abs(ctx, in[2]); /* v >= 0 */
+    in[4] = kn_transpose(ctx, kn_randn(ctx, KN_F32, 2, sq), 0, 1); /* a view: not contiguous */
+    check_group(ctx, "adam", adam_body, in, 1);
+    check_group(ctx, "chain", chain_body, in, 1);
+    check_group(ctx, "transposed", transposed_body, in, 2);
+    check_group(ctx, "after a sum", after_sum_body, in, 3);
+}
+
 /* KILN_LOGS=perf profiles a program's runs but the first: a total line
  * with the runs and steps, then the steps of each kind (dots, loop kernels)
  * by their time, slowest first, the dot under its unit's name (a matmul, a
@@ -775,6 +869,7 @@ int main(void)
     test_shared_dots(ctx);
     test_shared_kernels(ctx);
     test_profile(ctx);
+    test_groups(ctx);
     test_program_cache(ctx, in);
     test_conv_window(ctx, in[4], in[5], 1, 0);
     test_conv_backward_window(ctx, in[4], in[5]);
