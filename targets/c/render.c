@@ -869,6 +869,7 @@ typedef struct {
     int range;        /* >= 0: loop s<range> runs over [lo, hi) (a parallel loop's range function) */
     IrRef shared;     /* the value of consecutive statements, in temporary t<shared_temp> */
     int shared_temp;
+    int in_run;       /* rendering a run of stores whose temporaries are declared before the first (put_run) */
     int checks;       /* the kernel has a check(): its functions name the error cell kn_err */
 } R;
 
@@ -1173,7 +1174,7 @@ static void put_temps(R *r, IrRef ref, IrRef user, int level)
 /* Analyses value (of statement stmt) and declares its temporaries. */
 static void begin_value(R *r, IrRef value, IrRef stmt, int level)
 {
-    if (value == r->shared) return;
+    if (value == r->shared || r->in_run) return;
     if (dag_build(r, value, stmt)) put_temps(r, value, stmt, level);
 }
 
@@ -1802,9 +1803,46 @@ static int innermost(const R *r, const IrNode *x)
     return 1;
 }
 
+/* A run of plain stores from statement s in its block (a group's, lower_group): how many, up to
+ * RUN_MAX; 0 where fewer than two, or where one of them writes a buffer that a value of the run loads
+ * (what it loads must then be read after the store, as each statement's own temporaries are). */
+enum { RUN_MAX = 16 };
+static int store_run(R *r, IrRef s)
+{
+    IrRef st[RUN_MAX];
+    int n = 0;
+    for (const IrNode *x; n < RUN_MAX && (x = stmt_at(r, s)) && x->kind == IR_STORE && !x->op && !x->b; s = x->next)
+        st[n++] = s;
+    if (n < 2) return 0;
+    dag_reset(r->d);
+    for (int i = 0; i < n; i++) dag_walk(r, r->k->nodes[st[i]].a, st[i], 0);
+    if (r->d->full) return 0;
+    for (int v = 0; v < r->d->n; v++) {
+        const IrNode *x = &r->k->nodes[r->d->v[v].ref];
+        for (int i = 0; i < n && x->kind == IR_LOAD; i++)
+            if (r->k->nodes[st[i]].buf == x->buf) return 0;
+    }
+    return n;
+}
+
+/* Stores s and the n - 1 after it, whose values share one analysis: a value used twice anywhere in the
+ * run, and evaluated whatever the wheres choose in one of them, is a temporary declared before the
+ * first, so a group's stores compute what they share once (TinyCC does no common subexpressions). */
+static IrRef put_run(R *r, IrRef s, int n, int level)
+{
+    IrRef t = s;
+    for (int i = 0; i < n; i++, t = r->k->nodes[t].next) dag_uncond(r, r->k->nodes[t].a, t);
+    t = s;
+    for (int i = 0; i < n; i++, t = r->k->nodes[t].next) put_temps(r, r->k->nodes[t].a, t, level);
+    r->in_run = 1;
+    for (int i = 0; i < n; i++, s = r->k->nodes[s].next) put_store(r, s, &r->k->nodes[s], level);
+    r->in_run = 0;
+    return s;
+}
+
 static void put_block(R *r, IrRef s, int level)
 {
-    for (uint32_t budget = r->k->n; s && s < r->k->n && budget; s = r->k->nodes[s].next, budget--) {
+    for (uint32_t budget = r->k->n; s && s < r->k->n && budget; budget--) {
         const IrNode *x = &r->k->nodes[s];
         int p = level == 1 && r->range == -2 ? par_index(r, s) : -1;
         if (p >= 0) { /* the kernel's entry: the loop runs through the pool */
@@ -1812,6 +1850,12 @@ static void put_block(R *r, IrRef s, int level)
             put(r->o, "kn_parallel(%s_p%d, b, ", r->k->name, p);
             put_index(r->o, r->k->ex, x->index, 0);
             put(r->o, ", %d, par);\n", innermost(r, x) ? 16 : 1);
+            s = x->next;
+            continue;
+        }
+        int run = x->kind == IR_STORE && r->stream < 0 ? store_run(r, s) : 0;
+        if (run) {
+            s = put_run(r, s, run, level);
             continue;
         }
         const IrNode *y = stmt_at(r, x->next);
@@ -1834,6 +1878,7 @@ static void put_block(R *r, IrRef s, int level)
         default: indent(r->o, level), put_str(r->o, "KN_BAD_STATEMENT;\n"); break;
         }
         if (r->shared && r->shared != (y && (y->kind == IR_STORE || y->kind == IR_UPDATE) ? y->a : 0)) r->shared = 0;
+        s = x->next;
     }
 }
 
