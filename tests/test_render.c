@@ -1123,6 +1123,25 @@ static int renders_with(const CIsa *isa, const char *text, const char *want)
     return found;
 }
 
+/* A parallel loop's iterations are independent: an innermost one carries
+ * KN_IVDEP in the SIMD dialect, so the vectoriser needs no overlap checks
+ * (a group's kernel reads and writes many buffers); a parallel loop around
+ * another does not. */
+static void test_ivdep(const CIsa *isa)
+{
+    const char *flat = "kernel flat(out b0 f32[4096], out b1 f32[4096], in b2 f32[4096], in b3 f32[4096])\n"
+                       "  for s0 in 4096 parallel\n"
+                       "    b0[s0] = mul(b2[s0], b3[s0])\n"
+                       "    b1[s0] = add(b2[s0], b3[s0])\n";
+    const char *nest = "kernel nest(out b0 f32[4096], in b1 f32[4096])\n"
+                       "  for s0 in 64 parallel\n"
+                       "    for s1 in 64\n"
+                       "      b0[s0*64+s1] = exp(b1[s0*64+s1])\n";
+    EXPECT(renders_with(isa, flat, "KN_IVDEP for (int64_t s0 = lo;"), "%s: an innermost parallel loop", isa->name);
+    EXPECT(!renders_with(isa, nest, "KN_IVDEP for (int64_t s0 = lo;"), "%s: a parallel loop around another", isa->name);
+    EXPECT(!renders_with(NULL, flat, "KN_IVDEP"), "the scalar dialect has no KN_IVDEP");
+}
+
 /* A large output (8 MiB or more) that a vector loop stores once, and the
  * kernel never loads, streams past the caches where the instruction set has
  * non-temporal stores: the bits of the scalar dialect on one thread and on
@@ -1313,6 +1332,7 @@ int main(void)
     if (port_jit_available(PORT_CC)) test_inlined(c_isa_host());
 #endif
     if (!strcmp(c_isa_host()->name, "avx512")) test_math(PORT_CC, c_isa("avx2")); /* the other x86 header */
+    test_ivdep(c_isa_host());
     test_threads(PORT_TCC, NULL);
     test_threads(PORT_CC, NULL);
     test_threads(PORT_TCC, c_isa_host()); /* the SIMD dialect is C that TinyCC compiles too */

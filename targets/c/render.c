@@ -1633,6 +1633,8 @@ static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
     put_str(r->o, "}\n");
 }
 
+static int innermost(const R *r, const IrNode *x);
+
 static void put_loop(R *r, const IrNode *x, int level)
 {
     int accs[MAX_LANE_ACCS], na = -1;
@@ -1646,7 +1648,10 @@ static void put_loop(R *r, const IrNode *x, int level)
         return;
     }
     indent(r->o, level);
-    if (r->isa && x->dtype == LOOP_VECTOR) put_str(r->o, "KN_IVDEP ");
+    /* a parallel loop's iterations are independent too: an innermost one (Adam's update of a flat weight)
+     * is vectorised without the overlap checks that gcc gives up on past ten pairs of buffers */
+    if (r->isa && (x->dtype == LOOP_VECTOR || (x->dtype == LOOP_PARALLEL && innermost(r, x))))
+        put_str(r->o, "KN_IVDEP ");
     if (x->var == r->range) put(r->o, "for (int64_t s%d = lo; s%d < hi; s%d++) {", (int)x->var, (int)x->var, (int)x->var);
     else {
         put(r->o, "for (int64_t s%d = 0; s%d < ", (int)x->var, (int)x->var);
