@@ -133,7 +133,7 @@ typedef struct CEntry {
     Src *outs;
     Region *rg;
     kn_tensor ***vals; /* a call's segment values (entry_vals) */
-    int kernels, interp_steps, ops, nodes;
+    int kernels, interp_steps, ops, nodes, in_place;
     int sym_in, sym_dim;  /* where s0 is read (in[sym_in] dim sym_dim); -1: the entry is static */
     char arena_expr[64];  /* generic: the arena's size in s0 ("" if static) */
     size_t arena_bytes, code_bytes;
@@ -301,9 +301,34 @@ static Src source_of(Capture *c, const Graph *g, uint32_t v, uint32_t cot_node)
     return held_src(c, t);
 }
 
-/* Builds and compiles a segment of graph g computing outs (cut: nodes that are inputs). */
+static int swappable(const CEntry *e, int i);
+static int same_src(Src a, Src b);
+
+/* The writes of a segment that are a whole entry (no break, no tape region) whose values the program may
+ * write in place over the inputs they replace (compile.c, "outputs in place"): donate[q] for program
+ * output q (uniq[q]), the input, or -1. Those swappable (see below): nothing else of the call holds the
+ * value. Others keep the swap or copy after the run. */
+static void seg_donations(const CEntry *e, const Seg *sg, int seg, const uint32_t *uniq, int nu, int *donate)
+{
+    for (int q = 0; q < nu; q++) donate[q] = -1;
+    for (int i = 0; i < e->nw; i++) {
+        const Write *w = &e->w[i];
+        int later = 0; /* only the last write to a tensor lands */
+        for (int j = i + 1; j < e->nw && !later; j++) later = same_src(e->w[j].dst, w->dst);
+        if (later || w->seg != seg || w->val.kind != SRC_SEG || w->val.a != seg || !swappable(e, i)) continue;
+        int q = -1, k = -1;
+        for (int j = 0; j < nu && q < 0; j++)
+            if (uniq[j] == sg->outs[w->val.b]) q = j;
+        for (int j = 0; j < sg->nin && k < 0; j++)
+            if (same_src(sg->in[j], w->dst)) k = j;
+        if (q >= 0 && k >= 0) donate[q] = k;
+    }
+}
+
+/* Builds and compiles a segment of graph g computing outs (cut: nodes that are inputs). whole: the segment
+ * is the entry's only one, with no tape region (its writes may land in place). */
 static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *outs, int nouts, const uint8_t *cut,
-                          uint32_t cot_node)
+                          uint32_t cot_node, int whole)
 {
     kn_ctx *ctx = c->f->ctx;
     CEntry *e = c->e;
@@ -351,13 +376,17 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
         }
     }
     /* the program's outputs are the distinct computed ones, in order */
-    CompileOpts co = {backend_of(c->f->o.backend), c->f->o.mode, 1}; /* weights come back: keep them packed */
+    int donate[MAX_VALS];
+    if (whole) seg_donations(e, sg, c->seg, uniq, nu, donate);
+    CompileOpts co = {backend_of(c->f->o.backend), c->f->o.mode, 1, whole ? donate : NULL}; /* weights come back:
+                                                                                              keep them packed */
     sg->prog = compile_graph(ctx, sg->g, uniq, nu, &co);
     if (!sg->prog) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "compile failed");
     ProgramStats st;
     program_stats(sg->prog, &st);
     c->f->compiles += strcmp(st.backend, "interp") != 0;
     e->kernels += st.kernels;
+    e->in_place += st.in_place;
     e->interp_steps += st.interp_steps;
     e->nodes += (int)(sg->g->n - 1 - sg->g->ninputs);
     e->arena_bytes += st.arena_bytes;
@@ -1037,7 +1066,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
     }
     (void)nuser;
     if (!s && dout >= 0) s = region_build(c, g, out[dout], outs, &n, cap, dout, sg);
-    else if (!s) s = make_seg(c, sg, g, outs, n, cut, 0);
+    else if (!s) s = make_seg(c, sg, g, outs, n, cut, 0, !brk && c->seg == 0);
     kn_dealloc(ctx, cut, ncut);
     if (s || !brk) return s;
 
@@ -1153,11 +1182,11 @@ static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs
     if (!s && !cut) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
     if (!s) {
         memset(cut, 0, g->n);
-        s = make_seg(c, fwd, g, outs, *nouts, cut, cot_node);
+        s = make_seg(c, fwd, g, outs, *nouts, cut, cot_node, 0);
     }
     if (!s) { /* backward: saved values (every forward output) are cut */
         for (int m = 0; m < *nouts; m++) cut[outs[m]] = 1;
-        s = make_seg(c, &rg->bwd, g, bout, nb, cut, cot_node);
+        s = make_seg(c, &rg->bwd, g, bout, nb, cut, cot_node, 0);
         for (int k = 0; !s && k < rg->bwd.nin; k++) /* a cut node: which forward output it is */
             if (rg->bwd.in[k].kind == SRC_NONE) {
                 uint32_t v = (uint32_t)rg->bwd.in[k].a;
@@ -1601,7 +1630,7 @@ static DynSeg *dyn_seg(kn_fn *f, Arena *a, const Seg *const *ss, const int64_t *
         for (int i = 0; i < d->nu && !dup; i++) dup = d->uniq[i] == sg->outs[m];
         if (!dup) d->uniq[d->nu++] = sg->outs[m];
     }
-    d->co = (CompileOpts){backend_of(f->o.backend), f->o.mode, 1};
+    d->co = (CompileOpts){backend_of(f->o.backend), f->o.mode, 1, NULL};
     d->reuse = PROGRAM_POOL; /* an evicted size's outputs must outlive its program */
     return d;
 }
@@ -2098,6 +2127,7 @@ kn_status kn_fn_stats(const kn_fn *f, kn_fn_info *info)
     if (e) {
         info->graphs = e->nsegs + (e->rg != NULL);
         info->kernels = e->kernels;
+        info->in_place = e->in_place;
         info->interp_steps = e->interp_steps;
         info->arena_bytes = e->arena_bytes;
         info->code_bytes = e->code_bytes;

@@ -86,6 +86,7 @@ struct Program {
     const char *src;    /* the generated source (in the arena), NULL if none */
     int from_cache;     /* made from a program cache entry */
     int keep_packed;    /* CompileOpts.keep_packed */
+    int *donate;        /* per output: the input it is written over in place, or -1 ("outputs in place") */
     /* dynamic shapes: a generic program (compile_generic) holds kernels that read the size symbol z0 at
        run time, and no plan; an instance of it at one size (program_at) plans that size's graph and runs
        the generic program's steps and module, passing z0 */
@@ -499,6 +500,208 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
         log_kernel(ctx, st->k);
     }
     train_demote(ctx, p);
+    return 0;
+}
+
+/* ---- outputs in place ----
+ * A training step's outputs include the new values of its weights and
+ * optimizer state, which the caller then puts in place of the old ones,
+ * graph inputs of the same program (CompileOpts.donate names the pairs).
+ * Where output o may be written straight into input u's storage, the step
+ * needs no second copy of its weights and state, and the kernel that
+ * writes them (Adam's: it reads the weight, the gradient and the moments,
+ * and writes the weight and the moments) moves 7 arrays instead of 10: the
+ * lines it writes are those it has just read, not lines fetched only to be
+ * overwritten. donations allows it where nothing can tell: o is written by
+ * a loop kernel's store at the same element as every load of u in that
+ * kernel, by a statement no later than the last that loads u; no other
+ * step reads u after that kernel (or, earlier, wherever); and no step after
+ * it can fail (an index check, the interpreter), so a failed run leaves u
+ * as it was. Its two buffers are marked shared (no restrict in C). At run
+ * time the input must be a whole contiguous storage of kiln's that no other
+ * input shares (program_run); otherwise the output is made as usual. */
+
+/* The statements of kernel k's innermost block, if its body is a loop nest, one loop in each block, around
+ * plain stores at one index (a pointwise kernel or a group's): their count (at most cap) into st, the
+ * index into *at and the innermost loop into *loop (0: the body itself); 0 otherwise. */
+static int store_block(const Kernel *k, IrRef *st, int cap, ExprId *at, IrRef *loop)
+{
+    IrRef r = k->body;
+    *loop = 0;
+    while (r && k->nodes[r].kind == IR_LOOP && !k->nodes[r].next) *loop = r, r = k->nodes[r].child;
+    int n = 0;
+    for (; r; r = k->nodes[r].next) {
+        const IrNode *x = &k->nodes[r];
+        if (n == cap || x->kind != IR_STORE || x->op || x->b || (n && x->index != *at)) return 0;
+        *at = x->index, st[n++] = r;
+    }
+    return n;
+}
+
+/* Whether value v (of kernel k) loads buffer b anywhere but at index at, or at a data-dependent offset;
+ * *loads counts its loads of b. seen: per node, visited. */
+static int loads_elsewhere(const Kernel *k, IrRef v, int b, ExprId at, uint8_t *seen, int *loads)
+{
+    if (!v || seen[v]) return 0;
+    seen[v] = 1;
+    const IrNode *x = &k->nodes[v];
+    if (x->kind == IR_LOAD && x->buf == b) {
+        ++*loads;
+        if (x->index != at || x->a) return 1;
+    }
+    int n = ir_nsrc(x);
+    for (int i = 0; i < n; i++)
+        if (loads_elsewhere(k, i == 0 ? x->a : i == 1 ? x->b : x->c, b, at, seen, loads)) return 1;
+    return 0;
+}
+
+/* Whether step s reads node u (a loop kernel's input, a dot's operand, an interpreter step's source). */
+static int step_reads(const Program *p, const Step *st, uint32_t u)
+{
+    if (st->interp) {
+        const Node *n = &p->g->nodes[st->node];
+        for (int i = 0; i < n->nsrc; i++)
+            if (n->src[i] == u) return 1;
+        return 0;
+    }
+    if (st->gemm && (st->root[0] == u || st->root[1] == u)) return 1;
+    return st->k && reads(st->k, u);
+}
+
+/* Whether a step may fail at run time: an interpreter step, or a kernel with a checked index (gather,
+ * scatter_add). */
+static int may_fail(const Step *st)
+{
+    if (st->interp) return 1;
+    for (uint32_t r = 1; st->k && r < st->k->n; r++)
+        if (st->k->nodes[r].kind == IR_CHECK) return 1;
+    return 0;
+}
+
+typedef struct {
+    int out, in;  /* output i over input k */
+    int w, ob, ub; /* the step writing it, its out buffer there and u's buffer there (-1: not read there) */
+} Donation;
+
+enum { DONATE_STORES = 64 };
+
+/* Output d->out over input d->in, but for the order of the stores in its kernel (donate_order): its
+ * kernel and buffers into d; 1 if allowed. */
+static int donation(kn_ctx *ctx, Program *p, Donation *d)
+{
+    const Graph *g = p->g;
+    uint32_t o = p->outs[d->out], u = 0;
+    for (uint32_t v = 1; v < g->n && !u; v++)
+        if (g->nodes[v].op == OP_INPUT && g->nodes[v].p.i[0] == d->in) u = v;
+    const Node *no = &g->nodes[o], *nu = u ? &g->nodes[u] : NULL;
+    if (!nu || no->op == OP_INPUT || no->dtype != nu->dtype || !same_shape(no, nu)) return 0;
+    for (int j = 0; j < p->nouts; j++)
+        if (j != d->out && p->outs[j] == o) return 0;
+    d->w = d->ob = d->ub = -1;
+    for (int s = 0; s < p->nsteps && d->w < 0; s++)
+        for (int b = 0; p->steps[s].k && !p->steps[s].gemm && b < p->steps[s].k->nbufs; b++)
+            if (p->steps[s].k->bufs[b].role == BUF_OUT && p->steps[s].k->bufs[b].node == o) d->w = s, d->ob = b;
+    if (d->w < 0) return 0; /* not a loop kernel's */
+    for (int s = d->w; s < p->nsteps; s++)
+        if ((s > d->w && step_reads(p, &p->steps[s], u)) || may_fail(&p->steps[s])) return 0;
+    const Kernel *k = p->steps[d->w].k;
+    for (int b = 0; b < k->nbufs; b++)
+        if (k->bufs[b].role == BUF_IN && k->bufs[b].node == u) d->ub = b;
+    if (d->ub < 0) return 1;
+    IrRef st[DONATE_STORES], loop;
+    ExprId at = 0;
+    int n = store_block(k, st, DONATE_STORES, &at, &loop), bad = !n;
+    uint8_t *seen = n ? kn_alloc_zeroed(ctx, k->n) : NULL;
+    for (int j = 0; j < n && !bad; j++) { /* u read at the element written alone */
+        int loads = 0;
+        bad = !seen || loads_elsewhere(k, k->nodes[st[j]].a, d->ub, at, seen, &loads);
+        memset(seen, 0, k->n);
+    }
+    kn_dealloc(ctx, seen, seen ? k->n : 0);
+    return !bad;
+}
+
+/* An order of kernel k's stores in which every statement that loads an input written over in place
+ * (ds[0..nd), of this kernel) comes before the store over it, the stores' own order wherever free
+ * (a group's stores are values of inputs alone: any order computes the same); into order. 0 if there
+ * is none (a statement loads what another overwrites, and that one what the first does). */
+static int donate_order(kn_ctx *ctx, const Kernel *k, const Donation *ds, int nd, int *order)
+{
+    IrRef st[DONATE_STORES], loop;
+    ExprId at = 0;
+    int n = store_block(k, st, DONATE_STORES, &at, &loop), before[DONATE_STORES] = {0}, placed[DONATE_STORES] = {0};
+    uint64_t after[DONATE_STORES] = {0}; /* after[j]: the statements that must come after j */
+    uint8_t *seen = kn_alloc_zeroed(ctx, k->n);
+    if (!seen) return 0;
+    for (int q = 0; q < nd; q++) {
+        int sq = -1;
+        for (int j = 0; j < n; j++)
+            if (k->nodes[st[j]].buf == ds[q].ob) sq = j;
+        for (int j = 0; j < n && sq >= 0 && ds[q].ub >= 0; j++) {
+            int loads = 0;
+            loads_elsewhere(k, k->nodes[st[j]].a, ds[q].ub, at, seen, &loads);
+            memset(seen, 0, k->n);
+            if (j != sq && loads && !(after[j] >> sq & 1)) after[j] |= (uint64_t)1 << sq, before[sq]++;
+        }
+    }
+    kn_dealloc(ctx, seen, k->n);
+    for (int r = 0; r < n; r++) { /* Kahn's, the lowest free statement first */
+        int j = 0;
+        while (j < n && (placed[j] || before[j])) j++;
+        if (j == n) return 0;
+        placed[j] = 1, order[r] = j;
+        for (int x = 0; x < n; x++)
+            if (after[j] >> x & 1) before[x]--;
+    }
+    return n;
+}
+
+/* The stores of kernel k relinked in this order (donate_order's). */
+static void reorder_stores(Kernel *k, const int *order)
+{
+    IrRef st[DONATE_STORES], loop;
+    ExprId at = 0;
+    int n = store_block(k, st, DONATE_STORES, &at, &loop);
+    for (int r = 0; r < n; r++) k->nodes[st[order[r]]].next = r + 1 < n ? st[order[r + 1]] : 0;
+    if (loop) k->nodes[loop].child = st[order[0]];
+    else k->body = st[order[0]];
+}
+
+static int donations(kn_ctx *ctx, Program *p, const int *want)
+{
+    if (!want || !p->t || !p->nouts) return 0;
+    Donation *ds = arena_alloc(&p->arena, (size_t)p->nouts * sizeof *ds);
+    if (!(p->donate = arena_alloc(&p->arena, (size_t)p->nouts * sizeof *p->donate)) || !ds)
+        return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+    int nd = 0, order[DONATE_STORES];
+    for (int i = 0; i < p->nouts; i++) {
+        p->donate[i] = -1;
+        int taken = 0; /* an input written over by one output at most */
+        for (int j = 0; j < nd; j++) taken |= ds[j].in == want[i];
+        if (want[i] < 0 || taken) continue;
+        Donation *d = &ds[nd];
+        d->out = i, d->in = want[i];
+        if (!donation(ctx, p, d)) continue;
+        Donation same[DONATE_STORES]; /* this kernel's, this one last */
+        int ns = 0;
+        for (int j = 0; j <= nd && ns < DONATE_STORES; j++)
+            if (ds[j].w == d->w) same[ns++] = ds[j];
+        if (d->ub >= 0 && (ns == DONATE_STORES || !donate_order(ctx, p->steps[d->w].k, same, ns, order))) continue;
+        nd++;
+    }
+    for (int j = 0; j < nd; j++) {
+        Kernel *k = p->steps[ds[j].w].k;
+        Donation same[DONATE_STORES];
+        int ns = 0;
+        for (int q = 0; q < nd; q++)
+            if (ds[q].w == ds[j].w) same[ns++] = ds[q];
+        if (same[0].out == ds[j].out && donate_order(ctx, k, same, ns, order)) reorder_stores(k, order);
+        k->bufs[ds[j].ob].shared = 1;
+        if (ds[j].ub >= 0) k->bufs[ds[j].ub].shared = 1;
+        p->donate[ds[j].out] = ds[j].in;
+        log_line(ctx, LOG_FUSION, "output %d (%%%" PRIu32 ") is written in place over input %d in %s", ds[j].out,
+                 p->outs[ds[j].out], ds[j].in, k->name);
+    }
     return 0;
 }
 
@@ -941,16 +1144,17 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * graph skips scheduling, lowering, the loop passes, planning and rendering:
  *
  *   key    FNV-1a 64 over the entry format, port_build_id() (this build of
- *          kiln), the target's name and cache_tag, the mode (and keep_packed), the outputs and
+ *          kiln), the target's name and cache_tag, the mode (and keep_packed, the
+ *          outputs in place asked for), the outputs and
  *          kn_hash of every node of the graph (interned nodes are zeroed
  *          before they are filled, so their bytes are their value)
- *   entry  <cache dir>/<key>.prog: "KILNPG05", key, body size, kn_hash of
+ *   entry  <cache dir>/<key>.prog: "KILNPG06", key, body size, kn_hash of
  *          the body (little-endian u64s), then the body: the graph's node
  *          count, the plan (arena size, each node's offset), the steps (node,
  *          kind, a kernel's name and buffers, a dot's spec, window and
- *          operands) and
- *          the generated source, which the target's load turns back into
- *          the module through its own cache
+ *          operands), each output's input written over in place (+1; 0:
+ *          none) and the generated source, which the target's load turns
+ *          back into the module through its own cache
  *
  * An entry is trusted only whole: a wrong magic, key, size or checksum, a
  * field out of range or a missing entry point makes the compile run afresh
@@ -961,7 +1165,8 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * warm start's instructions. Its byte order is no concern: the key holds
  * this build of kiln. */
 
-#define PCACHE_MAGIC "KILNPG05"
+#define PCACHE_MAGIC "KILNPG06"
+#define MAX_IO_DONATE 65536 /* an input a donated output names is below this */
 #define PCACHE_HEAD 32
 
 typedef struct {
@@ -1051,6 +1256,7 @@ static uint64_t pcache_key(kn_ctx *ctx, const Graph *g, const uint32_t *outs, in
         return 0;
     uint64_t h = fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8);
     uint64_t mode = o ? (uint64_t)o->mode | (uint64_t)!!o->keep_packed << 8 : 0;
+    for (int i = 0; o && o->donate && i < nouts; i++) h = fnv(h, &o->donate[i], sizeof o->donate[i]);
     h = fnv(h, &build, sizeof build);
     h = fnv(h, t->name, strlen(t->name) + 1);
     h = fnv(h, t->cache_tag(), strlen(t->cache_tag()) + 1);
@@ -1076,7 +1282,7 @@ static void pc_kernel(PcOut *o, const Kernel *k)
     pc_u64(o, (uint64_t)k->nbufs);
     for (int b = 0; b < k->nbufs; b++) {
         pc_u64(o, k->bufs[b].node);
-        pc_u64(o, k->bufs[b].dtype | (uint64_t)k->bufs[b].role << 8);
+        pc_u64(o, k->bufs[b].dtype | (uint64_t)k->bufs[b].role << 8 | (uint64_t)k->bufs[b].shared << 16);
     }
 }
 
@@ -1115,6 +1321,7 @@ static void pcache_store(const Program *p, uint64_t key)
         pc_u64(&o, (uint64_t)(st->shares + 1)), pc_u64(&o, st->dot);
         for (int i = 0; i < 2; i++) pc_u64(&o, st->root[i]), pc_u64(&o, (uint64_t)st->off[i]);
     }
+    for (int i = 0; i < p->nouts; i++) pc_u64(&o, (uint64_t)(p->donate ? p->donate[i] + 1 : 0));
     pc_str(&o, p->src);
     if (!o.oom) {
         uint64_t sum = kn_hash(o.p + PCACHE_HEAD, o.n - PCACHE_HEAD);
@@ -1138,8 +1345,8 @@ static int pc_read_kernel(PcIn *in, Program *p, Kernel *k)
     for (int b = 0; b < k->nbufs; b++) {
         memset(&k->bufs[b], 0, sizeof k->bufs[b]);
         k->bufs[b].node = (uint32_t)pc_below(in, p->g->n);
-        uint64_t dr = pc_below(in, 1u << 16);
-        k->bufs[b].dtype = (uint8_t)dr, k->bufs[b].role = (uint8_t)(dr >> 8);
+        uint64_t dr = pc_below(in, 1u << 17);
+        k->bufs[b].dtype = (uint8_t)dr, k->bufs[b].role = (uint8_t)(dr >> 8), k->bufs[b].shared = (uint8_t)(dr >> 16);
     }
     return !in->bad;
 }
@@ -1208,6 +1415,8 @@ static int pc_read(PcIn *in, Program *p)
         for (int i = 0; i < 2; i++) st->root[i] = (uint32_t)pc_below(in, p->g->n), st->off[i] = (int64_t)pc_get(in);
         if (st->shares >= 0 && !p->steps[st->shares].gemm) return 0;
     }
+    if (!(p->donate = arena_alloc(&p->arena, (size_t)(p->nouts + 1) * sizeof *p->donate))) return 0;
+    for (int i = 0; i < p->nouts; i++) p->donate[i] = (int)pc_below(in, MAX_IO_DONATE + 1) - 1;
     p->src = pc_getstr(in, &p->arena, SIZE_MAX);
     if (in->bad || !p->src || in->p != in->end) return 0;
     if (!*p->src) p->src = NULL;
@@ -1309,7 +1518,7 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
     err = err || sched_build(ctx, g, outs, nouts, &p->arena, &s);
     if (!err) log_fusion(ctx, g, &s);
     t[1] = port_now_ns();
-    err = err || lower_steps(ctx, p, &s, &ex, p->t == NULL, 0);
+    err = err || lower_steps(ctx, p, &s, &ex, p->t == NULL, 0) || donations(ctx, p, o ? o->donate : NULL);
     t[2] = port_now_ns();
     err = err || plan(ctx, p);
     err = err || (p->t && o && o->mode == KN_MODE_MAX_AUTOTUNE && tune_prepare(ctx, p));
@@ -1923,6 +2132,25 @@ static kn_tensor *output_of(Program *p, int i)
     return kn_keep(ctx, tensor_view(ctx, slot[j], n->ndim, slot[j]->shape, slot[j]->stride, 0));
 }
 
+/* Output i written over its input (CompileOpts.donate, "outputs in place"): a new handle over that
+ * input's storage, where the input is a whole contiguous storage of kiln's that no other input or
+ * output of this run shares; else NULL (the output is made as usual). The default reuse mode only: an
+ * eager program's outputs are new, reduce-overhead's the program's own. */
+static kn_tensor *in_place(Program *p, int i, kn_tensor *const *inputs, int ninputs)
+{
+    int k = p->donate && p->reuse == PROGRAM_POOL ? p->donate[i] : -1;
+    kn_tensor *t = k >= 0 && k < ninputs ? inputs[k] : NULL;
+    const Node *n = &p->g->nodes[p->outs[i]];
+    if (!t || !t->st || t->st->borrowed || t->offset || t->dtype != n->dtype || !kn_is_contiguous(t) ||
+        t->st->bytes != node_bytes(n))
+        return NULL;
+    for (int j = 0; j < ninputs; j++)
+        if (j != k && inputs[j] && inputs[j]->st == t->st) return NULL;
+    for (int j = 0; j < p->nouts; j++)
+        if (j != i && p->vals[p->outs[j]] && p->vals[p->outs[j]]->st == t->st) return NULL;
+    return kn_keep(p->ctx, tensor_view(p->ctx, t, t->ndim, t->shape, t->stride, 0));
+}
+
 kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tensor **outs)
 {
     kn_ctx *ctx = p->ctx;
@@ -1953,7 +2181,8 @@ kn_status program_run(Program *p, kn_tensor *const *inputs, int ninputs, kn_tens
     }
     for (int i = 0; i < p->nouts && !s && p->t; i++) {
         if (vals[p->outs[i]]) continue;
-        if (!(vals[p->outs[i]] = output_of(p, i))) s = ctx->status;
+        if (!(vals[p->outs[i]] = in_place(p, i, inputs, ninputs)) && !(vals[p->outs[i]] = output_of(p, i)))
+            s = ctx->status;
         else storage_stamp(ctx, vals[p->outs[i]]->st); /* written below: a storage kept may be one reused */
         fresh[i] = p->reuse != PROGRAM_STATIC;
     }
@@ -2058,6 +2287,7 @@ void program_stats(const Program *p, ProgramStats *st)
     st->tune_cached = p->tune_cached;
     st->from_cache = p->from_cache;
     st->backend = p->t ? p->t->name : "interp";
-    st->wino = 0;
+    st->wino = st->in_place = 0;
     for (int s = 0; p->steps && s < p->nsteps; s++) st->wino += p->steps[s].gemm && p->steps[s].gemm->wino;
+    for (int i = 0; p->donate && i < p->nouts; i++) st->in_place += p->donate[i] >= 0;
 }

@@ -20,6 +20,9 @@ typedef struct {
     int keep_packed;        /* 1: a dot whose B is a graph input keeps B packed across runs while its storage
                                is unchanged (compile.c, "B kept packed"): kn_compile's programs, whose weights
                                come back call after call; not eager's one-op programs */
+    const int *donate;      /* per output (NULL: none): the input whose storage it may be written into, in
+                               place, or -1: the caller replaces that input's value by the output's after
+                               each run (a step's weights and optimizer state; compile.c, "outputs in place") */
 } CompileOpts;
 
 typedef struct {
@@ -29,6 +32,7 @@ typedef struct {
     int tuned, tune_cached;  /* max-autotune: steps whose candidates were timed / whose winner was known */
     int from_cache;          /* 1: steps, plan and module came from the program cache (backend c) */
     int wino;                /* dots whose spec allows Winograd (GemmSpec.wino); backend c computes them so */
+    int in_place;            /* outputs the program may write over the input CompileOpts.donate names */
 } ProgramStats;
 
 typedef struct Program Program;

@@ -423,11 +423,11 @@ static Entry *compile(kn_ctx *ctx, Eager *e, const Key *key, uint32_t h, const B
     uint64_t t0 = port_now_ns();
     uint32_t out = 0;
     /* keep_packed 0: one op's program sees every layer's weight of its shape in turn, so rarely the same twice */
-    CompileOpts o = {e->backend == KN_BACKEND_C ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+    CompileOpts o = {e->backend == KN_BACKEND_C ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, NULL};
     x->g = build(ctx, key, bind, odt, ond, osh, &out);
     x->prog = x->g ? compile_graph(ctx, x->g, &out, 1, &o) : NULL;
     e->st.compiles++;
-    ProgramStats ps = {0, 0, 0, 0, "interp", 0, 0, 0, 0};
+    ProgramStats ps = {0, 0, 0, 0, "interp", 0, 0, 0, 0, 0};
     if (x->prog) program_stats(x->prog, &ps);
     if (x->prog && !strcmp(ps.backend, "interp")) {
         no_compiler(ctx, e);

@@ -151,6 +151,7 @@ int ir_buf(Kernel *k, kn_dtype dt, BufRole role, ExprId size, uint32_t node)
     IrBuf *b = &k->bufs[k->nbufs];
     b->dtype = (uint8_t)dt;
     b->role = (uint8_t)role;
+    b->shared = 0;
     b->size = size;
     b->node = node;
     return k->nbufs++;

@@ -129,6 +129,10 @@ typedef enum { BUF_IN, BUF_OUT, BUF_TMP } BufRole;
 
 typedef struct {
     uint8_t dtype, role;
+    uint8_t shared; /* 1: it may be the memory of another buffer of the kernel marked so, accessed at the same
+                       element (an output written in place over the input it replaces: compile.c, "outputs in
+                       place"), so a target must not assume they are apart (C: no restrict); not in the text
+                       form */
     ExprId size;   /* elements */
     uint32_t node; /* the graph node it holds, for the caller (not in the text form) */
 } IrBuf;

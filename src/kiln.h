@@ -433,6 +433,10 @@ typedef struct {
                                   affine; arena_bytes is then the arena at the size run last) */
     int compiles;              /* programs made with generated code (backends tcc, c), over every entry: one
                                   per compiled graph, one per graph of a generic entry whatever its sizes */
+    int in_place;              /* writes of the newest entry (a step's weights and optimizer state) whose new
+                                  values its program stores straight over the old ones, element by element,
+                                  instead of into storage of its own (backends tcc and c, an entry with no
+                                  graph break; checked safe at compile time, else 0 for that write) */
 } kn_fn_info;
 
 kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opts *o);

@@ -304,6 +304,104 @@ static void test_step(int bi, const char *name, ModelCfg cfg, int sgd)
     kn_ctx_free(cb);
 }
 
+/* ---- writes in place: a step stores its weights and Adam's state over the old ones ---- */
+
+typedef struct {
+    kn_tensor *p[2];
+    kn_optim *opt;
+    int embed; /* 1: p[0] is an embedding table indexed by in[0] */
+} Fit;
+
+/* least squares of x p0 + p1 against y (or of the embedding's rows against y), one Adam step */
+static kn_status fit_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Fit *t = user;
+    (void)nin;
+    (void)nout;
+    kn_tensor *pred = t->embed ? kn_add(ctx, kn_embedding(ctx, t->p[0], in[0]), t->p[1])
+                               : kn_add(ctx, kn_matmul(ctx, in[0], t->p[0]), t->p[1]);
+    kn_tensor *loss = kn_mse_loss(ctx, pred, in[1], KN_REDUCE_MEAN);
+    if (!loss) return kn_last_status(ctx);
+    kn_optim_zero_grad(t->opt);
+    kn_status s = kn_backward(ctx, loss, 0);
+    if (s) return s;
+    kn_optim_step(t->opt);
+    out[0] = loss;
+    return KN_OK;
+}
+
+static Fit fit_new(kn_ctx *ctx, int embed)
+{
+    int64_t ws[2] = {7, 13}, bs[1] = {13};
+    Fit t = {{kn_param(ctx, kn_randn(ctx, KN_F32, 2, ws)), kn_param(ctx, kn_randn(ctx, KN_F32, 1, bs))}, NULL, embed};
+    t.opt = kn_adam(ctx, t.p, 2, NULL);
+    return t;
+}
+
+/* max relative difference of a's params (and a view of the first) from b's */
+static double fit_diff(kn_ctx *ca, const Fit *a, kn_tensor *view, kn_ctx *cb, const Fit *b)
+{
+    double d = fmax(test_rel_diff(ca, a->p[0], cb, b->p[0]), test_rel_diff(ca, a->p[1], cb, b->p[1]));
+    return fmax(d, test_rel_diff(ca, view, cb, kn_transpose(cb, b->p[0], 0, 1)));
+}
+
+static void test_in_place(int bi)
+{
+    for (int embed = 0; embed < 2; embed++) {
+        kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 3}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 3});
+        Fit a = fit_new(ca, embed), b = fit_new(cb, embed);
+        int64_t xs[2] = {9, 7}, ys[2] = {9, 13}, is[1] = {9};
+        kn_tensor *x[2], *y[2], *idx[2];
+        int64_t rows[9] = {0, 3, 6, 1, 1, 5, 2, 4, 6}, bad[9] = {0, 3, 6, 1, 7, 5, 2, 4, 6};
+        for (int c = 0; c < 2; c++) {
+            kn_ctx *ctx = c ? cb : ca;
+            x[c] = kn_randn(ctx, KN_F32, 2, xs), y[c] = kn_randn(ctx, KN_F32, 2, ys);
+            idx[c] = kn_tensor_from(ctx, KN_I64, 1, is, rows);
+        }
+        kn_tensor *view = kn_transpose(ca, a.p[0], 0, 1); /* held by the caller across the steps */
+        kn_compile_opts o = {.backend = backends[bi], .params = a.p, .nparams = 2, .name = "fit"};
+        kn_fn *f = kn_compile(ca, fit_body, &a, &o);
+        double worst = 0;
+        for (int step = 0; step < 4; step++) {
+            kn_tensor *in[2] = {embed ? idx[0] : x[0], y[0]}, *inb[2] = {embed ? idx[1] : x[1], y[1]}, *l[1];
+            kn_scope_begin(ca), kn_scope_begin(cb);
+            CHECK_MSG(kn_call(f, in, 2, l, 1) == KN_OK, "%s fit: %s", bname[bi], kn_last_error(ca));
+            CHECK(fit_body(cb, &b, inb, 2, l, 1) == KN_OK);
+            kn_scope_end(ca), kn_scope_end(cb);
+            worst = fmax(worst, fit_diff(ca, &a, view, cb, &b));
+        }
+        kn_fn_info info;
+        kn_fn_stats(f, &info);
+        /* the weight, the bias, their two moments (each step count too: a scalar of its own) */
+        int want = bi ? 6 : 0;
+        CHECK_MSG(worst < 1e-5 && info.in_place >= want && (bi || info.in_place == 0),
+                  "%s fit%s: params and a view of them off by %g, %d writes in place", bname[bi],
+                  embed ? " (embedding)" : "", worst, info.in_place);
+        if (embed) { /* an index out of range fails the step, and nothing it would write has changed */
+            float before[7 * 13], after[7 * 13];
+            kn_tensor *in[2] = {kn_tensor_from(ca, KN_I64, 1, is, bad), y[0]}, *l[1];
+            kn_read(ca, a.p[0], before, sizeof before);
+            kn_scope_begin(ca);
+            CHECK_MSG(kn_call(f, in, 2, l, 1) == KN_EINDEX, "%s: a bad index: %s", bname[bi], kn_last_error(ca));
+            kn_scope_end(ca);
+            kn_read(ca, a.p[0], after, sizeof after);
+            CHECK_MSG(!memcmp(before, after, sizeof before), "%s: a failed step changed the weight", bname[bi]);
+            CHECK(fit_diff(ca, &a, view, cb, &b) < 1e-5);
+        } else { /* the weight passed as an input too (a new entry; the inputs then share its storage) */
+            kn_tensor *in[3] = {x[0], y[0], a.p[0]}, *inb[2] = {x[1], y[1]}, *l[1];
+            kn_scope_begin(ca), kn_scope_begin(cb);
+            CHECK_MSG(kn_call(f, in, 3, l, 1) == KN_OK, "%s fit, weight as input: %s", bname[bi], kn_last_error(ca));
+            CHECK(fit_body(cb, &b, inb, 2, l, 1) == KN_OK);
+            kn_scope_end(ca), kn_scope_end(cb);
+            double d = fit_diff(ca, &a, view, cb, &b);
+            CHECK_MSG(d < 1e-5, "%s fit, weight as input: params off by %g", bname[bi], d);
+        }
+        kn_fn_free(f);
+        kn_optim_free(a.opt), kn_optim_free(b.opt);
+        kn_ctx_free(ca), kn_ctx_free(cb);
+    }
+}
+
 static void test_errors(void)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
@@ -338,6 +436,7 @@ int main(void)
         test_region(bi, "mlp", mlp);
         test_region(bi, "gpt", gpt);
         test_step(bi, "gpt", gpt, 0);
+        test_in_place(bi);
         test_step(bi, "smallcnn", small, 1);
         if (bi < 2) test_step(bi, "cnn", cnn, 0);
     }

@@ -113,7 +113,7 @@ static void run_case(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *cons
     kn_tensor *y = cases[c].f(ctx, in);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {backend, KN_MODE_DEFAULT, 0};
+    CompileOpts o = {backend, KN_MODE_DEFAULT, 0, NULL};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *ins[MAXIN * 2], *got = NULL;
     int n = 0;
@@ -122,7 +122,7 @@ static void run_case(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *cons
     int ok = p && program_run(p, ins, n, &got) == KN_OK;
     int same = 0;
     double d = ok ? max_diff(ctx, got, want, &same) : INFINITY;
-    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
     if (p) program_stats(p, &st);
     CHECK_MSG(ok && same && d < 2e-5, "%s on %s (%s): %s, max rel diff %g", cases[c].name,
               backend == BACKEND_TCC ? "tcc" : "c", st.backend, ok ? "ran" : kn_last_error(ctx), d);
@@ -148,7 +148,7 @@ static void run_threads(kn_ctx *ctx, int c, CompileBackend backend, kn_tensor *c
     kn_tensor *y = cases[c].f(ctx, in);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {backend, KN_MODE_DEFAULT, 0};
+    CompileOpts o = {backend, KN_MODE_DEFAULT, 0, NULL};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *got[2] = {NULL, NULL};
     int ok = p != NULL;
@@ -199,7 +199,7 @@ static void index_case(kn_ctx *ctx, int scatter, kn_dtype it, CompileBackend be)
     kn_tensor *y = index_op(ctx, scatter, x, idx, src);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {be, KN_MODE_DEFAULT, 0};
+    CompileOpts o = {be, KN_MODE_DEFAULT, 0, NULL};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *ins[MAXIN];
     int at = -1, same = 0;
@@ -283,10 +283,10 @@ static void test_autotune(kn_ctx *ctx)
         kn_tensor *y = kn_softmax(ctx, kn_gelu(ctx, kn_linear(ctx, x, w, b), 1), 1);
         Graph *g = ctx->trace;
         ctx->trace = NULL;
-        CompileOpts o = {BACKEND_C, KN_MODE_MAX_AUTOTUNE, 0};
+        CompileOpts o = {BACKEND_C, KN_MODE_MAX_AUTOTUNE, 0, NULL};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_tensor *got = NULL;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
         if (p) program_stats(p, &st);
         int same = 0;
         double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
@@ -332,7 +332,7 @@ static void test_shared_dots(kn_ctx *ctx)
         int units = 0;
         kn_set_log(ctx, count_units, &units);
         kn_set_logs(ctx, "output_code");
-        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, NULL};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_set_logs(ctx, "");
         kn_set_log(ctx, NULL, NULL);
@@ -341,7 +341,7 @@ static void test_shared_dots(kn_ctx *ctx)
         double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK
                        ? max_diff_scaled(ctx, got, want, &same)
                        : INFINITY;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
         if (p) program_stats(p, &st);
         CHECK_MSG(same && d < 2e-5, "shared dots on %s: %s, max diff over max %g", st.backend, kn_last_error(ctx), d);
         if (strcmp(st.backend, "interp") != 0) CHECK_MSG(units == 1, "%s: %d dot units for two dots of one spec", st.backend, units);
@@ -382,11 +382,11 @@ static void test_shared_kernels(kn_ctx *ctx)
         int fns = 0;
         kn_set_log(ctx, count_entries, &fns);
         kn_set_logs(ctx, "output_code");
-        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, NULL};
         Program *p = y[0] && y[1] && y[2] ? compile_graph(ctx, g, outs, 3, &o) : NULL;
         kn_set_logs(ctx, "");
         kn_set_log(ctx, NULL, NULL);
-        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
         if (p) program_stats(p, &ps);
         int ok = p && program_run(p, g->input_vals, (int)g->ninputs, got) == KN_OK;
         for (int i = 0; i < 3; i++) {
@@ -478,14 +478,14 @@ static void check_group(kn_ctx *ctx, const char *what, GroupBody body, kn_tensor
         ctx->trace = NULL;
         uint32_t outs[4] = {0, 0, 0, 0};
         for (int i = 0; i < n; i++) outs[i] = y[i] ? y[i]->node : 0;
-        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, NULL};
         Needle nd = {needle, 0};
         kn_set_log(ctx, count_needle, &nd);
         kn_set_logs(ctx, "output_code");
         Program *p = compile_graph(ctx, g, outs, n, &o);
         kn_set_logs(ctx, "");
         kn_set_log(ctx, NULL, NULL);
-        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
         if (p) program_stats(p, &ps);
         if (needle && strcmp(ps.backend, "interp") != 0)
             CHECK_MSG(nd.n == 1, "group %s on %s: %s occurs %d times in the source", what, ps.backend, needle, nd.n);
@@ -518,6 +518,98 @@ static void test_groups(kn_ctx *ctx)
     check_group(ctx, "chain", chain_body, in, 1, "0.25f");
     check_group(ctx, "transposed", transposed_body, in, 2, NULL);
     check_group(ctx, "after a sum", after_sum_body, in, 3, NULL);
+}
+
+/* Outputs in place (CompileOpts.donate): the caller names, for an output, the
+ * input whose value it replaces; the program stores it over that input
+ * where nothing can tell, and the output is then a view of the input's
+ * storage holding the new values. Each case lists its donations and how
+ * many the program takes. */
+typedef struct {
+    const char *what;
+    GroupBody body;
+    int donate[4]; /* per output: the in[] index it replaces, or -1 */
+    int want;      /* outputs written in place */
+} DonateCase;
+
+/* o = u + u^T, a square u read at another element than the one written: not in place */
+static int transpose_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    out[0] = kn_add(ctx, in[4], kn_transpose(ctx, in[4], 0, 1));
+    return 1;
+}
+
+/* u * 2, then u read again by a later kernel (a sum over its rows): not in place */
+static int read_after_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    out[0] = kn_mul(ctx, in[0], cf(ctx, 2));
+    out[1] = kn_sum(ctx, kn_exp(ctx, in[0]), (int[]){1}, 1, 0);
+    return 2;
+}
+
+/* u * 2 and a gather after it, which may fail with an index out of range: not in place */
+static int fail_after_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    out[0] = kn_mul(ctx, in[1], cf(ctx, 2));
+    out[1] = kn_index_select(ctx, kn_exp(ctx, in[0]), 0, in[5]);
+    return 2;
+}
+
+static void test_donate(kn_ctx *ctx)
+{
+    static const DonateCase cases[] = {
+        {"adam", adam_body, {1, 2, 3, -1}, 3}, /* the weight's store first: it reads both moments */
+        {"chain", chain_body, {0, -1, -1, -1}, 1},
+        {"transposed", transpose_body, {4, -1, -1, -1}, 0},
+        {"read after", read_after_body, {0, -1, -1, -1}, 0},
+        {"fail after", fail_after_body, {1, -1, -1, -1}, 0},
+    };
+    int64_t s[2] = {7, 37}, sq[2] = {13, 13}, ni[1] = {4}, rows[4] = {6, 0, 3, 3};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int be = 0; be < 2; be++) {
+            const DonateCase *dc = &cases[c];
+            kn_scope_begin(ctx);
+            kn_tensor *in[6], *want[4], *y[4], *got[4] = {NULL, NULL, NULL, NULL};
+            for (int i = 0; i < 4; i++) in[i] = kn_randn(ctx, KN_F32, 2, s);
+            in[2] = kn_abs(ctx, in[2]);
+            in[4] = kn_randn(ctx, KN_F32, 2, sq);
+            in[5] = kn_tensor_from(ctx, KN_I64, 1, ni, rows);
+            int n = dc->body(ctx, in, want);
+            ctx->trace = graph_new(ctx);
+            dc->body(ctx, in, y);
+            Graph *g = ctx->trace;
+            ctx->trace = NULL;
+            uint32_t outs[4] = {0, 0, 0, 0};
+            int donate[4] = {-1, -1, -1, -1};
+            for (int i = 0; i < n; i++) {
+                outs[i] = y[i] ? y[i]->node : 0;
+                for (uint32_t k = 0; dc->donate[i] >= 0 && k < g->ninputs; k++)
+                    if (g->input_vals[k] == in[dc->donate[i]]) donate[i] = (int)k;
+            }
+            CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, donate};
+            Program *p = compile_graph(ctx, g, outs, n, &o);
+            ProgramStats ps = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
+            if (p) {
+                program_stats(p, &ps);
+                program_set_reuse(p, PROGRAM_POOL);
+            }
+            int ok = p && program_run(p, g->input_vals, (int)g->ninputs, got) == KN_OK, nplaced = 0;
+            for (int i = 0; i < n; i++) {
+                int same = 0;
+                double d = ok ? max_diff_scaled(ctx, got[i], want[i], &same) : INFINITY;
+                int placed = ok && got[i] && dc->donate[i] >= 0 && got[i]->st == in[dc->donate[i]]->st;
+                CHECK_MSG(same && d < 1e-6, "in place, %s on %s, output %d: %s, max diff over max %g", dc->what,
+                          ps.backend, i, kn_last_error(ctx), d);
+                if (placed) CHECK(max_diff_scaled(ctx, in[dc->donate[i]], want[i], &same) < 1e-6);
+                nplaced += placed;
+            }
+            if (strcmp(ps.backend, "interp") != 0)
+                CHECK_MSG(ps.in_place == dc->want && nplaced == dc->want, "in place, %s on %s: %d outputs (%d run so), "
+                          "expected %d", dc->what, ps.backend, ps.in_place, nplaced, dc->want);
+            program_free(p);
+            graph_free(g);
+            kn_scope_end(ctx);
+        }
 }
 
 /* KILN_LOGS=perf profiles a program's runs but the first: a total line
@@ -566,9 +658,9 @@ static void test_profile(kn_ctx *ctx)
         Profile pr = {0, 0, 0, 0, 1, 0, 0};
         kn_set_log(ctx, read_profile, &pr);
         kn_set_logs(ctx, "perf");
-        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, NULL};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
         if (p) program_stats(p, &st);
         kn_tensor *got = NULL;
         for (int r = 0; r < 3 && p; r++) CHECK(program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK);
@@ -598,14 +690,14 @@ static void test_conv_window(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, int pad, i
         kn_tensor *y = kn_conv2d(ctx, x, w, NULL, &co);
         Graph *g = ctx->trace;
         ctx->trace = NULL;
-        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, NULL};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_tensor *got = NULL;
         int same = 0;
         double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK
                        ? max_diff_scaled(ctx, got, want, &same)
                        : INFINITY;
-        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
         if (p) program_stats(p, &st);
         CHECK_MSG(same && d < 2e-5, "conv window x (%lld, %lld, %lld, %lld) pad %d on %s: %s, max diff over max %g",
                   (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], (long long)x->shape[3], pad,
@@ -750,10 +842,10 @@ static int cached_pass(kn_ctx *ctx, kn_tensor *const *in, kn_tensor *want, const
     kn_tensor *y = c_cached(ctx, in);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {BACKEND_C, KN_MODE_DEFAULT, 0};
+    CompileOpts o = {BACKEND_C, KN_MODE_DEFAULT, 0, NULL};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *got = NULL;
-    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+    ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
     if (p) program_stats(p, &st);
     int same = 0;
     double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
@@ -850,7 +942,7 @@ static void test_specials(kn_ctx *ctx, CompileBackend backend)
         }
         Graph *g = ctx->trace;
         ctx->trace = NULL;
-        CompileOpts o = {backend, KN_MODE_DEFAULT, 0};
+        CompileOpts o = {backend, KN_MODE_DEFAULT, 0, NULL};
         Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
         kn_tensor *got = NULL;
         int ok = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK && want &&
@@ -892,6 +984,7 @@ int main(void)
     test_shared_kernels(ctx);
     test_profile(ctx);
     test_groups(ctx);
+    test_donate(ctx);
     test_program_cache(ctx, in);
     test_conv_window(ctx, in[4], in[5], 1, 0);
     test_conv_backward_window(ctx, in[4], in[5]);

@@ -1098,7 +1098,15 @@ static void test_threads(int how, const CIsa *isa)
 }
 
 /* 1 if kernel text, rendered in isa's dialect, contains want. */
+static int renders_with_shared(const CIsa *isa, const char *text, const char *want, unsigned shared);
+
 static int renders_with(const CIsa *isa, const char *text, const char *want)
+{
+    return renders_with_shared(isa, text, want, 0);
+}
+
+/* shared: a mask of the buffers marked shared (IrBuf.shared: not in the text form) */
+static int renders_with_shared(const CIsa *isa, const char *text, const char *want, unsigned shared)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
     Arena a;
@@ -1111,6 +1119,7 @@ static int renders_with(const CIsa *isa, const char *text, const char *want)
     const Kernel *kp = &k;
     int found = 0;
     if (EXPECT(ir_parse(&k, text, why, sizeof why) == 0, "%s", why)) {
+        for (int b = 0; b < k.nbufs && b < 32; b++) k.bufs[b].shared = shared >> b & 1;
         size_t len = c_render_isa(&kp, 1, isa, NULL, 0);
         char *src = malloc(len + 1);
         if (src) c_render_isa(&kp, 1, isa, src, len + 1);
@@ -1140,6 +1149,23 @@ static void test_ivdep(const CIsa *isa)
     EXPECT(renders_with(isa, flat, "KN_IVDEP for (int64_t s0 = lo;"), "%s: an innermost parallel loop", isa->name);
     EXPECT(!renders_with(isa, nest, "KN_IVDEP for (int64_t s0 = lo;"), "%s: a parallel loop around another", isa->name);
     EXPECT(!renders_with(NULL, flat, "KN_IVDEP"), "the scalar dialect has no KN_IVDEP");
+}
+
+/* An output written in place over an input (IrBuf.shared, compile.c's donations): neither is restrict,
+ * in either dialect; the others are. */
+static void test_shared_bufs(const CIsa *isa)
+{
+    const char *adam = "kernel adam(out b0 f32[4096], in b1 f32[4096], in b2 f32[4096])\n"
+                       "  for s0 in 4096 parallel\n"
+                       "    b0[s0] = sub(b1[s0], mul(b2[s0], 0.001))\n";
+    for (int d = 0; d < 2; d++) {
+        const CIsa *i = d ? isa : NULL;
+        EXPECT(renders_with_shared(i, adam, "float *b0 = (float *)b[0];", 3) &&
+               renders_with_shared(i, adam, "const float *b1 = (const float *)b[1];", 3) &&
+               renders_with_shared(i, adam, "const float *restrict b2 =", 3) &&
+               renders_with_shared(i, adam, "float *restrict b0 =", 0),
+               "%s: shared buffers are not restrict, others are", i ? i->name : "scalar");
+    }
 }
 
 /* A large output (8 MiB or more) that a vector loop stores once, and the
@@ -1333,6 +1359,7 @@ int main(void)
 #endif
     if (!strcmp(c_isa_host()->name, "avx512")) test_math(PORT_CC, c_isa("avx2")); /* the other x86 header */
     test_ivdep(c_isa_host());
+    test_shared_bufs(c_isa_host());
     test_threads(PORT_TCC, NULL);
     test_threads(PORT_CC, NULL);
     test_threads(PORT_TCC, c_isa_host()); /* the SIMD dialect is C that TinyCC compiles too */

@@ -140,7 +140,8 @@ static const char *const prelude[] = {
     " * Values compute as kiln's interpreter does: f16 and bf16 in float, rounded\n"
     " * back after every op; integers in uint64, wrapped to their dtype after\n"
     " * every op. Buffers are restrict: in kiln's programs an output never\n"
-    " * aliases an input or another output. */\n"
+    " * aliases an input or another output, but for one written in place over\n"
+    " * the input it replaces, element by element (both left unqualified). */\n"
     "#include <math.h>\n"
     "#include <stdint.h>\n"
     "#include <string.h>\n"
@@ -1931,7 +1932,7 @@ static void put_bufs(R *r, const uint8_t *bufused, int omit)
         if (omit && i < MAX_BUFS && !bufused[i]) continue;
         const char *t = bf->dtype < KN_NDTYPES ? dts[bf->dtype].store : "KN_BAD_DTYPE";
         const char *c = bf->role == BUF_IN ? "const " : "";
-        put(r->o, "    %s%s *restrict b%d = (%s%s *)b[%d];", c, t, i, c, t, i);
+        put(r->o, "    %s%s *%sb%d = (%s%s *)b[%d];", c, t, bf->shared ? "" : "restrict ", i, c, t, i);
         if (i < MAX_BUFS && !bufused[i]) put(r->o, " (void)b%d;", i);
         put(r->o, " /* %s %s[", bf->role <= BUF_TMP ? roles[bf->role] : "?", kn_dtype_name((kn_dtype)bf->dtype));
         put_index(r->o, k->ex, bf->size, 0);
