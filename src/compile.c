@@ -416,6 +416,28 @@ static int regroup(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, in
     return 1;
 }
 
+/* Steps whose loop kernels write scalars alone move up to just after the last step that writes what they
+ * read (Adam's bias corrections, made from the step count, then come before the first kernel of the step:
+ * the weight's update, which reads them, may join its moments' group). A scalar is one at every size. */
+static void hoist_scalars(Program *p, int *at)
+{
+    const Graph *g = p->g;
+    for (int i = 0; i < p->nsteps; i++) at[p->steps[i].node] = i;
+    for (int i = 0; i < p->nsteps; i++) {
+        Step st = p->steps[i];
+        int tiny = !st.interp && !st.gemm && st.k, to = 0;
+        for (int b = 0; tiny && b < st.k->nbufs; b++) {
+            const Node *n = &g->nodes[st.k->bufs[b].node];
+            if (st.k->bufs[b].role == BUF_OUT) tiny = tensor_numel(n->ndim, n->shape) == 1;
+            else if (at[st.k->bufs[b].node] + 1 > to) to = at[st.k->bufs[b].node] + 1;
+        }
+        if (!tiny || to >= i) continue;
+        memmove(&p->steps[to + 1], &p->steps[to], (size_t)(i - to) * sizeof *p->steps);
+        p->steps[to] = st;
+        for (int j = to; j <= i; j++) at[p->steps[j].node] = j;
+    }
+}
+
 static int group_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex)
 {
     const Graph *g = p->g;
@@ -424,6 +446,8 @@ static int group_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
     uint32_t *m = arena_alloc(&p->arena, (size_t)(LOWER_GROUP_MAX * p->nsteps + 1) * sizeof *m); /* per head */
     int *nm = arena_alloc(&p->arena, (size_t)(p->nsteps + 1) * sizeof *nm);
     if (!at || !head || !m || !nm) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
+    for (uint32_t v = 0; v < g->n; v++) at[v] = -1;
+    hoist_scalars(p, at);
     for (uint32_t v = 0; v < g->n; v++) at[v] = -1;
     for (int i = 0; i < p->nsteps; i++) {
         Step *st = &p->steps[i];

@@ -425,6 +425,20 @@ static int adam_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
     return 3;
 }
 
+/* Adam with its bias correction: a scalar of the step count (in[5]'s first element here), made after the
+ * moments' kernel is traced; it moves up (compile.c, hoist_scalars), so the weight's update still joins
+ * the moments' group: two kernels */
+static int corrected_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    kn_tensor *g = in[0], *m = in[1], *v = in[2], *p = in[3];
+    out[0] = kn_add(ctx, kn_mul(ctx, m, cf(ctx, 0.9)), kn_mul(ctx, g, cf(ctx, 0.1)));
+    out[1] = kn_add(ctx, kn_mul(ctx, v, cf(ctx, 0.999)), kn_mul(ctx, kn_mul(ctx, g, g), cf(ctx, 0.001)));
+    kn_tensor *t = kn_add(ctx, kn_to(ctx, kn_narrow(ctx, in[5], 0, 0, 1), KN_F32), cf(ctx, 1));
+    kn_tensor *lr = kn_div(ctx, cf(ctx, 0.01), kn_sub(ctx, cf(ctx, 1), kn_pow(ctx, cf(ctx, 0.9), t)));
+    out[2] = kn_sub(ctx, p, kn_div(ctx, kn_mul(ctx, out[0], lr), kn_add(ctx, kn_sqrt(ctx, out[1]), cf(ctx, 1e-8))));
+    return 3;
+}
+
 /* batch norm's affine and ReLU: each later node reads the one before at its own element */
 static int chain_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
 {
@@ -510,12 +524,15 @@ static void check_group(kn_ctx *ctx, const char *what, GroupBody body, kn_tensor
 static void test_groups(kn_ctx *ctx)
 {
     int64_t s[2] = {7, 37}, sq[2] = {13, 13};
-    kn_tensor *in[5];
+    int64_t ni[1] = {4}, steps[4] = {3, 0, 0, 0};
+    kn_tensor *in[6];
     for (int i = 0; i < 4; i++) in[i] = kn_randn(ctx, KN_F32, 2, s);
     in[2] = kn_abs(ctx, in[2]); /* v >= 0 */
     in[4] = kn_transpose(ctx, kn_randn(ctx, KN_F32, 2, sq), 0, 1); /* a view: not contiguous */
+    in[5] = kn_tensor_from(ctx, KN_I64, 1, ni, steps);
     check_group(ctx, "adam", adam_body, in, 1, "0.999f"); /* the second moment's, used by the weight's too */
     check_group(ctx, "chain", chain_body, in, 1, "0.25f");
+    check_group(ctx, "corrected", corrected_body, in, 2, NULL);
     check_group(ctx, "transposed", transposed_body, in, 2, NULL);
     check_group(ctx, "after a sum", after_sum_body, in, 3, NULL);
 }
