@@ -372,6 +372,26 @@ static int plain_kernel(const Kernel *k)
     return x && x->kind == IR_STORE && !x->next && !x->op && !x->b && x->buf == 0;
 }
 
+/* Whether every load of kernel k moves by 0 or 1 element per step of its innermost loop (var v): a loop a
+ * target vectorises. A group of a kernel that does not (a transposed read: the mlp's weight gradient
+ * stored transposed) would drag its partners' loads (Adam's) onto that loop order too. */
+static int unit_loads(const Kernel *k, int v)
+{
+    int64_t sym[IR_MAX_NEST + 1] = {0};
+    if (v < 0) return 1; /* no loop */
+    if (v > IR_MAX_NEST) return 0;
+    for (uint32_t r = 1; r < k->n; r++) {
+        const IrNode *x = &k->nodes[r];
+        if (x->kind != IR_LOAD) continue;
+        int err = 0;
+        int64_t e[3];
+        for (int i = 0; i < 3; i++) sym[v] = i, e[i] = expr_eval(k->ex, x->index, sym, &err);
+        sym[v] = 0;
+        if (err || x->a || e[1] - e[0] != e[2] - e[1] || (e[1] - e[0] != 0 && e[1] - e[0] != 1)) return 0;
+    }
+    return 1;
+}
+
 static int same_shape(const Node *a, const Node *b)
 {
     return a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape);
@@ -452,7 +472,7 @@ static int group_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
     for (int i = 0; i < p->nsteps; i++) {
         Step *st = &p->steps[i];
         at[st->node] = i, head[i] = -1, nm[i] = 0;
-        if (st->interp || st->gemm || !st->k || !plain_kernel(st->k)) continue;
+        if (st->interp || st->gemm || !st->k || !plain_kernel(st->k) || !unit_loads(st->k, st->k->nvars - 1)) continue;
         head[i] = i, nm[i] = 1, m[LOWER_GROUP_MAX * i] = st->node;
         for (int h = i - 1; h >= 0 && h >= i - GROUP_WINDOW; h--) {
             if (head[h] != h || nm[h] == LOWER_GROUP_MAX || !same_shape(&g->nodes[p->steps[h].node], &g->nodes[st->node]))

@@ -456,6 +456,16 @@ static int transposed_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
     return 2;
 }
 
+/* a reads a square x transposed (13 elements apart along its innermost loop), b reads a at its element:
+ * kept apart, so b's loop stays one that a target vectorises (two kernels) */
+static int strided_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
+{
+    kn_tensor *sq = kn_contiguous(ctx, kn_transpose(ctx, in[4], 0, 1));
+    out[0] = kn_mul(ctx, kn_transpose(ctx, sq, 0, 1), cf(ctx, 2));
+    out[1] = kn_add(ctx, kn_mul(ctx, out[0], cf(ctx, 0.5)), sq);
+    return 2;
+}
+
 /* c reads x and a sum written after a's kernel: c cannot move up into a's, so three kernels */
 static int after_sum_body(kn_ctx *ctx, kn_tensor *const *in, kn_tensor **out)
 {
@@ -534,6 +544,7 @@ static void test_groups(kn_ctx *ctx)
     check_group(ctx, "chain", chain_body, in, 1, "0.25f");
     check_group(ctx, "corrected", corrected_body, in, 2, NULL);
     check_group(ctx, "transposed", transposed_body, in, 2, NULL);
+    check_group(ctx, "strided", strided_body, in, 2, NULL);
     check_group(ctx, "after a sum", after_sum_body, in, 3, NULL);
 }
 
