@@ -202,6 +202,33 @@ static kn_tensor *swap_last(kn_ctx *ctx, kn_tensor *x)
     return p_permute(ctx, x, perm);
 }
 
+/* Whether x is another tensor with its last two dims swapped, as x W^T reads a linear layer's weight: a
+ * permute node while tracing, a view of swapped strides in eager mode. */
+static int transposed_last(const kn_ctx *ctx, const kn_tensor *x)
+{
+    int nd = x->ndim;
+    if (nd < 2) return 0;
+    if (!x->st) { /* traced */
+        if (!ctx->trace || !x->node || x->trace_serial != ctx->trace->serial) return 0;
+        const Node *n = &ctx->trace->nodes[x->node];
+        int swap = n->op == OP_PERMUTE && n->p.i[nd - 2] == nd - 1 && n->p.i[nd - 1] == nd - 2;
+        for (int d = 0; d < nd - 2 && swap; d++) swap = n->p.i[d] == d;
+        return swap;
+    }
+    return x->shape[nd - 2] > 1 && x->shape[nd - 1] > 1 && x->stride[nd - 2] == 1 &&
+           x->stride[nd - 1] == x->shape[nd - 2];
+}
+
+/* dot's cotangent of its second operand y: x^T g, or, where y is W with its last two dims swapped (a
+ * linear layer's weight), (g^T x)^T: the product is then made in W's own layout, and W's gradient is
+ * that buffer as it is, not a transposed copy of it (the mlp's weight gradients, each read again by
+ * Adam's update) */
+static kn_tensor *vjp_dot_b(kn_ctx *ctx, kn_tensor *x, kn_tensor *y, kn_tensor *g)
+{
+    if (transposed_last(ctx, y)) return swap_last(ctx, p_dot(ctx, swap_last(ctx, g), x));
+    return p_dot(ctx, swap_last(ctx, x), g);
+}
+
 /* max/min: the winner takes g, a tie splits it, as torch.maximum does */
 static kn_tensor *vjp_extreme(kn_ctx *ctx, Op op, kn_tensor *x, kn_tensor *y, kn_tensor *g, int i)
 {
@@ -359,7 +386,7 @@ static kn_tensor *vjp(kn_ctx *ctx, Entry *e, int i, kn_tensor *g)
     case OP_PAD: return vjp_pad(ctx, &e->p, x, g);
     case OP_GATHER: return p_scatter_add(ctx, zeros_like(ctx, x), (int)e->p.i[0], y, g);
     case OP_SCATTER_ADD: return i == 0 ? g : vjp_scatter_src(ctx, e, g);
-    case OP_DOT: return i == 0 ? p_dot(ctx, g, swap_last(ctx, y)) : p_dot(ctx, swap_last(ctx, x), g);
+    case OP_DOT: return i == 0 ? p_dot(ctx, g, swap_last(ctx, y)) : vjp_dot_b(ctx, x, y, g);
     default: return vjp_unary(ctx, op, x, out, g);
     }
 }

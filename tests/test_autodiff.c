@@ -144,6 +144,40 @@ static void test_traced(kn_ctx *ctx)
     ctx->trace = NULL;
 }
 
+/* A linear layer's weight W (4, 3), read as x W^T: its gradient R^T x is made
+ * in W's own layout (the dot of g^T and x, whose transpose the VJP of x W^T
+ * takes, then transposed back: strides of W), eagerly and while tracing
+ * (the views above the gradient's node lead to a dot of W's shape), so
+ * neither stores a transposed copy. */
+static void test_linear_grad_layout(kn_ctx *ctx)
+{
+    int64_t xs[2] = {5, 3}, ws[2] = {4, 3}, rs[2] = {5, 4};
+    kn_tensor *x = kn_randn(ctx, KN_F64, 2, xs), *r = kn_randn(ctx, KN_F64, 2, rs);
+    kn_tensor *w = kn_param(ctx, kn_randn(ctx, KN_F64, 2, ws));
+    CHECK(kn_backward(ctx, kn_sum(ctx, kn_mul(ctx, kn_linear(ctx, x, w, NULL), r), NULL, 0, 0), 0) == KN_OK);
+    double want[12];
+    for (int o = 0; o < 4; o++)
+        for (int i = 0; i < 3; i++) {
+            want[o * 3 + i] = 0;
+            for (int b = 0; b < 5; b++)
+                want[o * 3 + i] += dt_load(KN_F64, tensor_ptr(r, b * 4 + o)) * dt_load(KN_F64, tensor_ptr(x, b * 3 + i));
+        }
+    kn_tensor *g = kn_grad(ctx, w);
+    CHECK(grad_is(ctx, w, want, 12));
+    CHECK_MSG(g && g->stride[0] == 3 && g->stride[1] == 1, "eager: W's gradient has strides (%lld, %lld)",
+              g ? (long long)g->stride[0] : 0, g ? (long long)g->stride[1] : 0);
+    ctx->trace = graph_new(ctx);
+    kn_tensor *L = kn_sum(ctx, kn_mul(ctx, kn_linear(ctx, x, w, NULL), r), NULL, 0, 0), *gt = NULL;
+    CHECK(autodiff_grads(ctx, L, 1, &w, &gt) == KN_OK && gt);
+    const Node *n = gt ? &ctx->trace->nodes[gt->node] : NULL;
+    while (n && n->op == OP_PERMUTE) n = &ctx->trace->nodes[n->src[0]];
+    CHECK_MSG(n && n->op == OP_DOT && n->ndim == 2 && n->shape[0] == 4 && n->shape[1] == 3,
+              "traced: W's gradient is not a dot of W's shape");
+    autodiff_release(ctx);
+    graph_free(ctx->trace);
+    ctx->trace = NULL;
+}
+
 /* ---- hand-written backward rules equal the derived ones ---- */
 
 typedef kn_tensor *(*Fn)(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b);
@@ -246,6 +280,7 @@ int main(void)
     test_errors(ctx);
     test_lifetime(ctx);
     test_traced(ctx);
+    test_linear_grad_layout(ctx);
     test_custom_equals_derived(ctx);
     test_bce_saturated(ctx);
     kn_ctx_free(ctx);
