@@ -99,7 +99,8 @@ int cli_explain(int argc, char **argv)
                    info.ops, info.nodes);
             printf("  kernels after fusion: %d    arena: %zu bytes    generated code: %zu bytes (backend %s)\n",
                    info.kernels, info.arena_bytes, info.code_bytes, info.backend ? info.backend : "none");
-            printf("  nodes left to the interpreter: %d\n", info.interp_steps);
+            printf("  nodes left to the interpreter: %d    writes stored in place over the old values: %d\n",
+                   info.interp_steps, info.in_place);
             printf("  trace + compile: %.1f ms\n", info.compile_ms);
             printf("%s", s->text);
             rc = 0;
