@@ -2288,10 +2288,18 @@ static void log_profile(const Program *p)
             }
             if (j < PROFILE_TOP) top[j] = i;
         }
-        for (int r = 0; r < ntop; r++)
-            log_line(ctx, LOG_PERF, "profile: %-12s %8.3f ms %5.1f%%  step %d %s", kinds[c],
-                     (double)p->prof_ns[top[r]] / per, all > 0 ? 100.0 * (double)p->prof_ns[top[r]] / all : 0.0,
-                     top[r], step_name(p, &p->steps[top[r]]));
+        for (int r = 0; r < ntop; r++) {
+            const Step *st = &p->steps[top[r]];
+            const GemmSpec *g = st->gemm;
+            char shape[96] = "";
+            double ms = (double)p->prof_ns[top[r]] / per;
+            if (g && !st->gx) /* the product's sizes (batch x M x N x K) and rate */
+                snprintf(shape, sizeof shape, "  %lldx%lldx%lldx%lld%s, %.1f GFLOP/s", (long long)g->batch,
+                         (long long)g->M, (long long)g->N, (long long)g->K, g->wino ? " winograd" : "",
+                         ms > 0 ? 2.0 * (double)g->batch * (double)g->M * (double)g->N * (double)g->K / (ms * 1e6) : 0.0);
+            log_line(ctx, LOG_PERF, "profile: %-12s %8.3f ms %5.1f%%  step %d %s%s", kinds[c], ms,
+                     all > 0 ? 100.0 * (double)p->prof_ns[top[r]] / all : 0.0, top[r], step_name(p, st), shape);
+        }
     }
 }
 
