@@ -260,7 +260,7 @@ int main(void)
                                 "kernel k55_reshape(out b0 f32[36], in b1 f32[36])\n"
                                 "  for s0 in 2\n"
                                 "    for s1 in 3\n"
-                                "      for s2 in 6\n"
+                                "      for s2 in 6 unroll(6)\n"
                                 "        b0[s0*18+s1*6+s2] = b1[s0*6+s1*12+s2]\n"),
               "conv2d: %s", kn_last_error(ctx));
     graph_free(ctx->trace);

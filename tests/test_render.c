@@ -944,9 +944,9 @@ static void test_checks(int how)
     }
 }
 
-/* Every loop kind renders as a serial loop; an unused buffer and an
- * accumulator nobody reads compile; a shared load under a where branch
- * stays under it. */
+/* Every loop kind renders as a serial loop (unroll as its iterations written
+ * out); an unused buffer and an accumulator nobody reads compile; a shared
+ * load under a where branch stays under it. */
 static void test_loops(int how)
 {
     const char *text = "kernel loops(out b0 f32[24], in b1 f32[6], in b2 i32[4], out b3 f32[6])\n"
@@ -975,6 +975,21 @@ static void test_loops(int how)
         CHECK(ok);
     }
     buf_free(&g);
+    /* unroll(W): groups of W iterations written out, then the rest (5 = 2 + 2 + 1); all of them (4) */
+    const char *unr = "kernel unr(out b0 f32[10], in b1 f32[6], out b2 f32[8])\n"
+                      "  for s0 in 2\n"
+                      "    for s1 in 5 unroll(2)\n"
+                      "      b0[s0*5+s1] = add(b1[s0+s1], cast.f32(idx(s1)))\n"
+                      "    for s2 in 4 unroll(4)\n"
+                      "      b2[s0*4+s2] = mul(b1[s2], cast.f32(idx(s0)))\n";
+    float u0[10], u2[8];
+    void *ubufs[4] = {u0, b1, u2, NULL};
+    if (run_ir(how, unr, ubufs)) {
+        int ok = 1;
+        for (int i = 0; i < 10; i++) ok &= u0[i] == b1[i / 5 + i % 5] + (float)(i % 5);
+        for (int i = 0; i < 8; i++) ok &= u2[i] == b1[i % 4] * (float)(i / 4);
+        CHECK(ok);
+    }
 }
 
 /* a[0, n) and b[0, n) have the same bits, or are both NaN: which NaN a sum of

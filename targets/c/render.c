@@ -1846,9 +1846,48 @@ static void put_ahead(R *r, const IrNode *x, const IrNode **at, int n, int level
     put_str(r->o, "}\n");
 }
 
+/* Loop x of kind unroll(W): each group of W iterations written out, a block
+ * per iteration with the var a constant there (all of them when W covers
+ * a constant extent), then the rest as a loop. */
+static void put_unroll(R *r, const IrNode *x, int level)
+{
+    int v = x->var, w = (int)x->width;
+    int64_t e;
+    int full = expr_as_const(r->k->ex, x->index, &e) && e <= w;
+    indent(r->o, level);
+    put(r->o, "{ /* unroll(%d) */\n", w);
+    if (!full) {
+        indent(r->o, level + 1);
+        put(r->o, "int64_t s%d_o = 0;\n", v);
+        indent(r->o, level + 1);
+        put(r->o, "for (; s%d_o + %d <= ", v, w);
+        put_end(r, x);
+        put(r->o, "; s%d_o += %d) {\n", v, w);
+    }
+    for (int j = 0; j < (full ? (int)e : w); j++) {
+        indent(r->o, level + 1 + !full);
+        if (full) put(r->o, "{\n"), indent(r->o, level + 2), put(r->o, "const int64_t s%d = %d;\n", v, j);
+        else put(r->o, "{\n"), indent(r->o, level + 3), put(r->o, "const int64_t s%d = s%d_o + %d;\n", v, v, j);
+        put_block(r, x->child, level + 2 + !full);
+        indent(r->o, level + 1 + !full);
+        put_str(r->o, "}\n");
+    }
+    if (!full) {
+        indent(r->o, level + 1);
+        put_str(r->o, "}\n");
+        put_rest(r, x, level + 1);
+    }
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
 static void put_loop(R *r, const IrNode *x, int level)
 {
     int accs[MAX_LANE_ACCS], na = -1;
+    if (x->dtype == LOOP_UNROLL && x->width > 1 && x->width <= 64 && level <= IR_MAX_NEST) {
+        put_unroll(r, x, level);
+        return;
+    }
     if (r->isa && x->dtype == LOOP_VECTOR && r->lane < 0 && level <= IR_MAX_NEST) na = lane_accs(r, x, accs);
     if (na > 0) {
         put_lanes(r, x, accs, na, level);
