@@ -33,7 +33,8 @@
  *   reuses as kn_compile's programs do (PROGRAM_POOL: no page faults, as
  *   memcpy's destination, touched before timing, has none); compile time,
  *   cold (a fresh $KILN_CACHE_DIR) and warm (the second compile), of the joint
- *   forward+backward graph of an MLP 784->512->10 at batch 128.
+ *   forward+backward graph of an MLP 784->512->10 at batch 128, and of the
+ *   training steps of the three workloads through kn_compile (compile_steps).
  *
  * OS calls (dlopen, a temporary cache directory) are POSIX-only, behind
  * BENCH_POSIX; elsewhere (wasm, a board) those parts say they are missing.
@@ -56,6 +57,7 @@
 
 #include "bench.h"
 #include "compile.h"
+#include "models.h"
 #include "core.h"
 #include "../port/port.h"
 
@@ -1018,6 +1020,173 @@ done:
     kn_scope_end(ctx);
 }
 
+/* ---- compile time: the workloads' training steps ----
+ * For mlp, gpt and cnn (BENCHMARKS.md, the 2-core machine's batches): a
+ * whole training step (zero_grad, forward, cross-entropy, backward, Adam)
+ * through kn_compile on each backend, its trace + compile time as
+ * kn_fn_stats reports it: cold (a fresh $KILN_CACHE_DIR) and warm (a new
+ * kn_fn compiling the same step again: backend c finds its program cache,
+ * tcc has none). Every compiled step's loss is checked against the eager
+ * step's on the same parameters (a fresh model from the same seed). */
+
+typedef struct {
+    Model *m;
+    kn_optim *opt;
+} Step;
+
+static kn_status step_fn(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Step *w = user;
+    (void)nin;
+    (void)nout;
+    kn_optim_zero_grad(w->opt);
+    kn_tensor *loss = model_loss(ctx, w->m, in[0], in[1], 1);
+    if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(w->opt) != KN_OK) return kn_last_status(ctx);
+    out[0] = loss;
+    return KN_OK;
+}
+
+/* A fresh model of the workload from seed, with its Adam: 0, or -1. */
+static int step_new(kn_ctx *ctx, const char *name, const ModelCfg *cfg, Step *w)
+{
+    kn_manual_seed(ctx, 11);
+    w->m = model_new(ctx, name, cfg);
+    w->opt = w->m ? kn_adam(ctx, model_params(w->m), model_nparams(w->m), NULL) : NULL;
+    return w->opt ? 0 : -1;
+}
+
+static void step_free(kn_ctx *ctx, Step *w)
+{
+    kn_optim_free(w->opt);
+    model_free(ctx, w->m);
+}
+
+/* One compile of the step on be; its trace + compile ms in *ms, its loss in *loss: 0, or -1. */
+static int step_compile(kn_ctx *ctx, const char *name, const ModelCfg *cfg, kn_backend be, kn_tensor **in,
+                        double *ms, double *loss, const char **ran)
+{
+    Step w;
+    int bad = step_new(ctx, name, cfg, &w);
+    kn_compile_opts co = {.backend = be, .params = w.m ? model_params(w.m) : NULL,
+                          .nparams = w.m ? model_nparams(w.m) : 0, .name = name};
+    kn_fn *f = bad ? NULL : kn_compile(ctx, step_fn, &w, &co);
+    kn_tensor *out[1] = {NULL};
+    kn_fn_info info;
+    kn_scope_begin(ctx);
+    bad = !f || kn_call(f, in, 2, out, 1) != KN_OK || kn_fn_stats(f, &info) != KN_OK ||
+          kn_item(ctx, out[0], loss) != KN_OK;
+    kn_scope_end(ctx);
+    if (!bad) *ms = info.compile_ms, *ran = be == KN_BACKEND_C && !strcmp(info.backend, "c") ? "c"
+                                                : be == KN_BACKEND_TCC && !strcmp(info.backend, "tcc") ? "tcc" : "interp";
+    kn_fn_free(f);
+    step_free(ctx, &w);
+    return bad ? -1 : 0;
+}
+
+static void stat_of(double *t, int n, Stat *st)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    st->min = t[0], st->max = t[n - 1], st->n = n;
+    st->med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+static void compile_steps(B *b, kn_ctx *ctx)
+{
+    static const char *const names[3] = {"mlp", "gpt", "cnn"};
+    static const int64_t batch[3] = {128, 4, 16};
+    for (int mi = 0; mi < 3; mi++) {
+        const char *name = names[mi];
+        ModelCfg cfg;
+        memset(&cfg, 0, sizeof cfg);
+        if (b->o->smoke && mi == 1) cfg.vocab = 64, cfg.context = 8, cfg.d = 16, cfg.layers = 1, cfg.heads = 2;
+        if (b->o->smoke && mi == 2) cfg.width = 4, cfg.side = 8;
+        int64_t nb = b->o->smoke ? 4 : batch[mi];
+        char cse[64], note[320], what[96];
+        snprintf(what, sizeof what, "%s train step (forward, cross-entropy, backward, Adam), batch %lld%s", name,
+                 (long long)nb, b->o->smoke ? ", smoke sizes" : "");
+        kn_scope_begin(ctx);
+        Step ref;
+        kn_tensor *x = NULL, *y = NULL;
+        double want = NAN;
+        int ok = step_new(ctx, name, &cfg, &ref) == 0 && model_batch(ctx, ref.m, nb, &x, &y) == KN_OK;
+        kn_tensor *in[2] = {x, y}, *out[1] = {NULL};
+        ok = ok && step_fn(ctx, &ref, in, 2, out, 1) == KN_OK && kn_item(ctx, out[0], &want) == KN_OK;
+        if (ref.m || ref.opt) step_free(ctx, &ref);
+        snprintf(cse, sizeof cse, "%s-step", name);
+        if (!ok) {
+            report_err(b, "ops", cse, "kiln", "ms", kn_last_error(ctx), 1);
+            kn_clear_error(ctx);
+        }
+        static const kn_backend bes[2] = {KN_BACKEND_TCC, KN_BACKEND_C};
+        for (int bi = 0; bi < 2 && ok; bi++) {
+            const char *impl = bi ? "kiln-c" : "kiln-tcc";
+            int slow = bi && mi > 0; /* cc on gpt and cnn: seconds a compile */
+            int ncold = b->o->smoke || (slow && b->o->quick) ? 1 : slow ? 2 : 3, nwarm = b->o->smoke ? 1 : 3;
+            double cold[MAX_SAMPLES], warm[MAX_SAMPLES], worst = 0;
+            const char *ran = "?";
+            int bad = 0;
+#if BENCH_POSIX
+            char dir[512] = "";
+            const char *old = getenv("KILN_CACHE_DIR");
+            char *saved = old ? malloc(strlen(old) + 1) : NULL;
+            if (saved) strcpy(saved, old);
+#endif
+            for (int r = 0; r < ncold + nwarm && !bad; r++) {
+#if BENCH_POSIX
+                if (r < ncold) {
+                    if (dir[0]) remove_dir(dir);
+                    if (fresh_cache(dir, sizeof dir)) {
+                        report_err(b, "ops", cse, impl, "ms", "cannot make a temporary cache directory", 1);
+                        dir[0] = 0, bad = 1;
+                        break;
+                    }
+                }
+#endif
+                double ms = 0, loss = NAN;
+                if (step_compile(ctx, name, &cfg, bes[bi], in, &ms, &loss, &ran)) {
+                    report_err(b, "ops", cse, impl, "ms", kn_last_error(ctx), 1);
+                    kn_clear_error(ctx);
+                    bad = 1;
+                    break;
+                }
+                double e = fabs(loss - want) / (fabs(want) + 1e-30);
+                if (!(e <= worst)) worst = e;
+                if (r < ncold) cold[r] = ms;
+                else warm[r - ncold] = ms;
+            }
+#if BENCH_POSIX
+            if (dir[0]) remove_dir(dir);
+            if (saved) setenv("KILN_CACHE_DIR", saved, 1);
+            else unsetenv("KILN_CACHE_DIR");
+            free(saved);
+#endif
+            if (bad) continue;
+            if (!(worst <= TOL)) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "result check failed: the compiled step's loss vs eager's, rel err %.3g > %g",
+                         worst, TOL);
+                report_err(b, "ops", cse, impl, "ms", msg, 1);
+                continue;
+            }
+            for (int w = 0; w < 2; w++) {
+                Stat st;
+                stat_of(w ? warm : cold, w ? nwarm : ncold, &st);
+                snprintf(cse, sizeof cse, "%s-step/%s", name, w ? "warm" : "cold");
+                snprintf(note, sizeof note, "trace + compile (kn_fn_stats) of the %s on %s; loss checked vs eager "
+                         "(rel err %.2g); %s", what, ran, worst,
+                         !BENCH_POSIX ? "no cache directory on this platform"
+                         : bi == 0 ? (w ? "tcc has no disk cache: a new kn_fn compiles again" : "a new kn_fn")
+                         : (w ? "a new kn_fn: the program cache's entry" : "fresh KILN_CACHE_DIR"));
+                report(b, "ops", cse, impl, &st, "ms", 0, NULL, NULL, 0, note);
+            }
+            snprintf(cse, sizeof cse, "%s-step", name);
+        }
+        kn_free(ctx, x);
+        kn_free(ctx, y);
+        kn_scope_end(ctx);
+    }
+}
+
 int bench_ops(const BenchOpts *o)
 {
     B b = {o, 0};
@@ -1036,6 +1205,7 @@ int bench_ops(const BenchOpts *o)
     snprintf(cse, sizeof cse, "layer_norm %lldx%lld", (long long)r, (long long)c);
     ops_case(&b, ctx, K_LAYER_NORM, cse, r, c);
     compile_bench(&b, ctx);
+    compile_steps(&b, ctx);
     kn_ctx_free(ctx);
     return b.failed;
 }
