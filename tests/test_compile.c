@@ -464,6 +464,42 @@ static void test_profile(kn_ctx *ctx)
     }
 }
 
+/* The memory plan: every intermediate at an offset in the one arena, by
+ * liveness with reuse. A chain of six products of 64 x 64 floats has five
+ * intermediates of 16 KiB, each read by the next product only: two are
+ * live at once, so the arena is two of them, and the result equals eager's. */
+static void test_plan(kn_ctx *ctx)
+{
+    int64_t s[2] = {64, 64};
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *x = kn_randn(ctx, KN_F32, 2, s), *w[6];
+        for (int i = 0; i < 6; i++) w[i] = kn_mul(ctx, kn_randn(ctx, KN_F32, 2, s), kn_scalar(ctx, 0.125));
+        kn_tensor *want = x;
+        for (int i = 0; i < 6; i++) want = kn_matmul(ctx, want, w[i]);
+        ctx->trace = graph_new(ctx);
+        kn_tensor *y = x;
+        for (int i = 0; i < 6; i++) y = kn_matmul(ctx, y, w[i]);
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        if (p) program_stats(p, &st);
+        kn_tensor *got = NULL;
+        int same = 0, ok = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK;
+        double d = ok ? max_diff_scaled(ctx, got, want, &same) : INFINITY;
+        CHECK_MSG(ok && same && d < 1e-5, "plan on %s: %s, max diff %g", st.backend, kn_last_error(ctx), d);
+        if (strcmp(st.backend, "interp") != 0)
+            CHECK_MSG(st.arena_bytes == 2 * 64 * 64 * sizeof(float),
+                      "plan on %s: an arena of %zu bytes for 5 intermediates of 16 KiB, 2 live at once", st.backend,
+                      st.arena_bytes);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
 /* A convolution is implicit GEMM: the dot template packs its windows
  * straight from the input, so the planned arena holds no im2col buffer
  * (N, C*KH*KW, OH*OW), and the result equals eager's. */
@@ -772,6 +808,7 @@ int main(void)
     test_shared_dots(ctx);
     test_shared_kernels(ctx);
     test_profile(ctx);
+    test_plan(ctx);
     test_program_cache(ctx, in);
     test_conv_window(ctx, in[4], in[5], 1, 0);
     test_conv_backward_window(ctx, in[4], in[5]);
