@@ -464,6 +464,39 @@ static void test_profile(kn_ctx *ctx)
     }
 }
 
+/* A dot with a transposed residual: one kernel, the residual an epilogue
+ * that reads C in place and the residual at a stride of M in the N loop
+ * (a tile kernel, whose three loops the template runs over each tile, so
+ * the loop passes only simplify its indices), equal to eager's. */
+static void test_epilogue_loops(kn_ctx *ctx)
+{
+    int64_t sx[2] = {32, 40}, sw[2] = {40, 48}, sr[2] = {48, 32};
+    kn_tensor *x = kn_randn(ctx, KN_F32, 2, sx), *w = kn_randn(ctx, KN_F32, 2, sw), *r = kn_randn(ctx, KN_F32, 2, sr);
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *want = kn_add(ctx, kn_matmul(ctx, x, w), kn_transpose(ctx, r, 0, 1));
+        ctx->trace = graph_new(ctx);
+        kn_tensor *y = kn_add(ctx, kn_matmul(ctx, x, w), kn_transpose(ctx, r, 0, 1));
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0};
+        Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+        kn_tensor *got = NULL;
+        int same = 0, ok = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK;
+        double d = ok ? max_diff_scaled(ctx, got, want, &same) : INFINITY;
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0};
+        if (p) program_stats(p, &st);
+        CHECK_MSG(ok && same && d < 1e-5, "dot + transposed residual on %s: %s, max diff %g", be ? "c" : "tcc",
+                  kn_last_error(ctx), d);
+        CHECK_MSG(!p || !strcmp(st.backend, "interp") || st.kernels == 1, "dot + transposed residual on %s: %d kernels",
+                  st.backend, st.kernels);
+        kn_clear_error(ctx);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
 /* The memory plan: every intermediate at an offset in the one arena, by
  * liveness with reuse. A chain of six products of 64 x 64 floats has five
  * intermediates of 16 KiB, each read by the next product only: two are
@@ -809,6 +842,7 @@ int main(void)
     test_shared_kernels(ctx);
     test_profile(ctx);
     test_plan(ctx);
+    test_epilogue_loops(ctx);
     test_program_cache(ctx, in);
     test_conv_window(ctx, in[4], in[5], 1, 0);
     test_conv_backward_window(ctx, in[4], in[5]);
