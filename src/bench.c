@@ -10,6 +10,11 @@
  * as an error, never timed. A measurement: the check run (which warms up),
  * then n timed samples (n from 5 to 30, about 1 s in all; one sample may
  * repeat a very short run so it lasts ~0.5 ms), median with min and max.
+ * Every impl of a case is checked first, then all are timed in alternating
+ * rounds (one sample of each in turn), and a ratio to the peer is the
+ * median of the rounds' ratios, with its quartiles in the note: a shared
+ * machine's speed drifts by tens of percent within seconds, which timing
+ * one impl after the other put into the ratios.
  * A run over 2 s is reported once (n 1) and larger cases of that impl are
  * skipped, as is any case whose predicted run exceeds 2 s.
  *
@@ -28,7 +33,8 @@
  *   reuses as kn_compile's programs do (PROGRAM_POOL: no page faults, as
  *   memcpy's destination, touched before timing, has none); compile time,
  *   cold (a fresh $KILN_CACHE_DIR) and warm (the second compile), of the joint
- *   forward+backward graph of an MLP 784->512->10 at batch 128.
+ *   forward+backward graph of an MLP 784->512->10 at batch 128, and of the
+ *   training steps of the three workloads through kn_compile (compile_steps).
  *
  * OS calls (dlopen, a temporary cache directory) are POSIX-only, behind
  * BENCH_POSIX; elsewhere (wasm, a board) those parts say they are missing.
@@ -51,6 +57,7 @@
 
 #include "bench.h"
 #include "compile.h"
+#include "models.h"
 #include "core.h"
 #include "../port/port.h"
 
@@ -153,11 +160,12 @@ static void json_rec(B *b, const char *suite, const char *cse, const char *impl,
 
 /* A measurement: ms, and where work > 0 the rate (dmetric: gflops or gbps;
  * work in flops or bytes), with the speed ratio to a peer (peer time /
- * this time: > 1 is faster than the peer). */
+ * this time: > 1 is faster than the peer): pair, the median of the rounds'
+ * ratios (paired_ratio), where it is > 0, else the ratio of the medians. */
 static void report(B *b, const char *suite, const char *cse, const char *impl, const Stat *s,
-                   const char *dmetric, double work, const char *peer, const Stat *ps, const char *note)
+                   const char *dmetric, double work, const char *peer, const Stat *ps, double pair, const char *note)
 {
-    double ratio = peer && ps && ps->n > 0 && s->med > 0 ? ps->med / s->med : 0;
+    double ratio = !peer ? 0 : pair > 0 ? pair : ps && ps->n > 0 && s->med > 0 ? ps->med / s->med : 0;
     if (b->o->json) {
         double v[3] = {s->med, s->min, s->max};
         json_rec(b, suite, cse, impl, "ms", v, s->n, NULL, NULL, note, peer, ratio);
@@ -203,36 +211,86 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Times f after its check run, which took t1 ms and served as warm-up. */
-static int measure(B *b, RunFn f, void *arg, double t1, Stat *s)
-{
+/* One side of a side-by-side measurement: what it runs, its check run's
+ * time t1 (ms; it served as warm-up), then its samples and statistics. */
+typedef struct {
+    RunFn f;
+    void *arg;
+    double t1;
+    int n, reps; /* samples, runs per sample */
     double t[MAX_SAMPLES];
-    int n, reps = 1;
-    if (b->o->smoke) n = 1;
+    Stat s;
+    int bad;     /* a run failed */
+} Side;
+
+/* The samples of sd from its check run: one over SLOW_MS is the only one;
+ * a cheap one is run once more to warm up, and a sample repeats a very
+ * short run so it lasts ~0.5 ms; n samples make about TOTAL_MS. */
+static void side_plan(B *b, Side *sd)
+{
+    double t1 = sd->t1;
+    sd->n = 0, sd->reps = 1;
+    if (b->o->smoke) sd->n = 1;
     else if (t1 > SLOW_MS) {
-        s->med = s->min = s->max = t1;
-        s->n = 1;
-        return 0;
+        sd->s.med = sd->s.min = sd->s.max = t1;
+        sd->s.n = 1;
     } else {
-        if (t1 < 50 && f(arg)) return -1; /* one more warm-up when cheap */
-        if (t1 < 0.5) reps = t1 > 1e-4 ? (int)(0.5 / t1) + 1 : 1000;
-        if (reps > 1000) reps = 1000;
-        double per = t1 * reps;
-        n = per > 0 ? (int)(TOTAL_MS / per) : MAX_SAMPLES;
-        n = n < 5 ? 5 : n > MAX_SAMPLES ? MAX_SAMPLES : n;
+        if (t1 < 50 && sd->f(sd->arg)) sd->bad = 1;
+        if (t1 < 0.5) sd->reps = t1 > 1e-4 ? (int)(0.5 / t1) + 1 : 1000;
+        if (sd->reps > 1000) sd->reps = 1000;
+        double per = t1 * sd->reps;
+        int n = per > 0 ? (int)(TOTAL_MS / per) : MAX_SAMPLES;
+        sd->n = n < 5 ? 5 : n > MAX_SAMPLES ? MAX_SAMPLES : n;
     }
-    for (int i = 0; i < n; i++) {
-        double t0 = now_ms();
-        for (int r = 0; r < reps; r++)
-            if (f(arg)) return -1;
-        t[i] = (now_ms() - t0) / reps;
+}
+
+/* Times every side after its check run, in rounds: round i takes sample i
+ * of each side that has one, in turn. A shared machine's speed drifts by
+ * tens of percent over seconds; so it slows every side alike, and a ratio
+ * of two sides' medians compares times of the same seconds. 0, or -1 if a
+ * side's run failed (its bad set). */
+static int measure_sides(B *b, Side *sd, int ns)
+{
+    int rounds = 0, failed = 0;
+    for (int j = 0; j < ns; j++) {
+        side_plan(b, &sd[j]);
+        rounds = sd[j].n > rounds ? sd[j].n : rounds;
     }
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    s->min = t[0];
-    s->max = t[n - 1];
-    s->med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-    s->n = n;
-    return 0;
+    for (int i = 0; i < rounds; i++)
+        for (int j = 0; j < ns; j++) {
+            Side *d = &sd[j];
+            if (i >= d->n || d->bad) continue;
+            double t0 = now_ms();
+            for (int r = 0; r < d->reps && !d->bad; r++) d->bad = d->f(d->arg) != 0;
+            d->t[i] = (now_ms() - t0) / d->reps;
+        }
+    for (int j = 0; j < ns; j++) {
+        Side *d = &sd[j];
+        failed |= d->bad;
+        if (d->bad || !d->n) continue;
+        double t[MAX_SAMPLES];
+        memcpy(t, d->t, (size_t)d->n * sizeof *t);
+        qsort(t, (size_t)d->n, sizeof *t, cmp_double);
+        d->s.min = t[0];
+        d->s.max = t[d->n - 1];
+        d->s.med = d->n % 2 ? t[d->n / 2] : (t[d->n / 2 - 1] + t[d->n / 2]) / 2;
+        d->s.n = d->n;
+    }
+    return failed ? -1 : 0;
+}
+
+/* The median over the rounds both sides sampled of peer time / side time,
+ * with its quartiles in q[0], q[1]; 0 if they share fewer than 5 rounds. */
+static double paired_ratio(const Side *side, const Side *peer, double q[2])
+{
+    double r[MAX_SAMPLES];
+    int n = 0;
+    for (int i = 0; i < side->n && i < peer->n; i++)
+        if (side->t[i] > 0) r[n++] = peer->t[i] / side->t[i];
+    if (n < 5) return 0;
+    qsort(r, (size_t)n, sizeof *r, cmp_double);
+    q[0] = r[n / 4], q[1] = r[(3 * n) / 4];
+    return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
 }
 
 static const float *fdata(const kn_tensor *t) { return (const float *)tensor_ptr(t, t->offset); }
@@ -386,7 +444,7 @@ static const char *const impl_names[NIMPL] = {"openblas", "kiln-c", "kiln-tcc", 
 static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], double slow[NIMPL])
 {
     const char *S = "gemm";
-    char cse[64], note[256];
+    char cse[64];
     snprintf(cse, sizeof cse, "%lldx%lldx%lld", (long long)sh->m, (long long)sh->k, (long long)sh->n);
     int64_t M = sh->m, K = sh->k, N = sh->n;
     double flops = 2.0 * (double)M * (double)N * (double)K;
@@ -424,9 +482,19 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
     if (ref.nr == M) snprintf(checked, sizeof checked, "checked all rows");
     else snprintf(checked, sizeof checked, "checked %d sampled rows", ref.nr);
 
-    Stat peer = {0, 0, 0, 0};
+    /* each impl set up and checked, then all timed side by side */
+    Side sd[NIMPL];
+    char notes[NIMPL][256];
+    int live[NIMPL] = {0};
+    BlasRun br;
+    EagerRun er;
+    ProgRun pr[2];
+    Program *p[2] = {NULL, NULL};
+    Graph *g[2] = {NULL, NULL};
+    memset(sd, 0, sizeof sd);
     for (int im = 0; im < NIMPL; im++) {
         const char *impl = impl_names[im];
+        char *note = notes[im];
         if (im == I_BLAS && !blas_open()) {
             report_err(b, S, cse, impl, "ms", blas_why, 0);
             continue;
@@ -434,83 +502,93 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
         if (im == I_EAGER && (M > 256 || N > 256 || K > 256)) continue; /* the interpreter: small sizes only */
         double pred = rate[im] > 0 ? flops / rate[im] : 0;
         if (!b->o->smoke && ((slow[im] > 0 && flops >= slow[im]) || pred > SLOW_MS)) {
-            if (pred > SLOW_MS) snprintf(note, sizeof note, "predicted %.1f s per run (over %.0f s)", pred / 1e3, SLOW_MS / 1e3);
-            else snprintf(note, sizeof note, "a smaller case took over %.0f s per run", SLOW_MS / 1e3);
+            if (pred > SLOW_MS) snprintf(note, 256, "predicted %.1f s per run (over %.0f s)", pred / 1e3, SLOW_MS / 1e3);
+            else snprintf(note, 256, "a smaller case took over %.0f s per run", SLOW_MS / 1e3);
             report_skip(b, S, cse, impl, "ms", note);
             continue;
         }
-        Stat s;
-        double t0, t1, cms = 0;
-        int bad;
+        double t0, cms = 0;
         RunFn fn;
         void *arg;
-        BlasRun br;
-        EagerRun er;
-        ProgRun pr;
-        Graph *g = NULL;
-        Program *p = NULL;
         note[0] = 0;
         memset(C, 0, cn * sizeof *C);
         if (im == I_BLAS) {
             br.a = a, br.b = bb, br.c = C, br.m = (int)M, br.k = (int)K, br.n = (int)N;
             fn = run_blas, arg = &br;
             if (blas_threads_set)
-                snprintf(note, sizeof note, "%d thread%s (openblas_set_num_threads(%d)); %s", blas_threads_set,
+                snprintf(note, 256, "%d thread%s (openblas_set_num_threads(%d)); %s", blas_threads_set,
                          blas_threads_set > 1 ? "s" : "", blas_threads_set, checked);
-            else snprintf(note, sizeof note, "no openblas_set_num_threads: its default threads; %s", checked);
+            else snprintf(note, 256, "no openblas_set_num_threads: its default threads; %s", checked);
         } else if (im == I_EAGER) {
             er.ctx = ctx, er.a = A, er.b = Bm, er.keep = C, er.keep_n = cn;
             fn = run_eager, arg = &er;
-            snprintf(note, sizeof note, "interpreter; %s", checked);
+            snprintf(note, 256, "interpreter; %s", checked);
         } else {
-            CompileBackend be = im == I_TCC ? BACKEND_TCC : BACKEND_C;
+            int i = im == I_TCC;
+            CompileBackend be = i ? BACKEND_TCC : BACKEND_C;
             kn_tensor *in[2] = {A, Bm};
-            p = trace_compile(ctx, build_matmul, in, be, &g, &cms);
-            if (!p) {
+            p[i] = trace_compile(ctx, build_matmul, in, be, &g[i], &cms);
+            if (!p[i]) {
                 report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
                 kn_clear_error(ctx);
-                graph_free(g);
                 continue;
             }
             ProgramStats st;
-            program_stats(p, &st);
-            pr.ctx = ctx, pr.p = p, pr.g = g, pr.nouts = 1, pr.keep = C, pr.keep_n = cn;
-            fn = run_prog, arg = &pr;
+            program_stats(p[i], &st);
+            pr[i].ctx = ctx, pr[i].p = p[i], pr[i].g = g[i], pr[i].nouts = 1, pr[i].keep = C, pr[i].keep_n = cn;
+            fn = run_prog, arg = &pr[i];
             int th = port_threads(); /* tcc's dots call the library GEMM, threaded too */
-            snprintf(note, sizeof note, "compile %.1f ms; %d kernels on %s; %d thread%s; %s", cms, st.kernels,
+            snprintf(note, 256, "compile %.1f ms; %d kernels on %s; %d thread%s; %s", cms, st.kernels,
                      st.backend, th, th > 1 ? "s" : "", checked);
         }
         t0 = now_ms();
-        bad = fn(arg);
-        t1 = now_ms() - t0;
+        int bad = fn(arg);
+        double t1 = now_ms() - t0;
         if (bad) {
             report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
             kn_clear_error(ctx);
-        } else {
-            double e = gemm_err(&ref, C, N);
-            if (!(e <= TOL)) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "result check failed: max rel err %.3g > %g", e, TOL);
-                report_err(b, S, cse, impl, "ms", msg, 1);
-            } else {
-                pr.keep = NULL, er.keep = NULL;
-                if (measure(b, fn, arg, t1, &s)) {
-                    report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
-                    kn_clear_error(ctx);
-                } else {
-                    if (s.n == 1 && t1 > SLOW_MS) {
-                        slow[im] = flops;
-                        cat(note, sizeof note, "; one run (over %.0f s): larger sizes skipped", SLOW_MS / 1e3);
-                    }
-                    if (flops / s.med > rate[im]) rate[im] = flops / s.med;
-                    if (im == I_BLAS) peer = s;
-                    report(b, S, cse, impl, &s, "gflops", flops, im == I_BLAS ? NULL : "openblas",
-                           im == I_BLAS ? NULL : &peer, note);
-                }
-            }
+            continue;
         }
-        program_free(p);
-        graph_free(g);
+        double e = gemm_err(&ref, C, N);
+        if (!(e <= TOL)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "result check failed: max rel err %.3g > %g", e, TOL);
+            report_err(b, S, cse, impl, "ms", msg, 1);
+            continue;
+        }
+        if (im == I_EAGER) er.keep = NULL;
+        else if (im != I_BLAS) pr[im == I_TCC].keep = NULL;
+        sd[im] = (Side){fn, arg, t1, 0, 0, {0}, {0, 0, 0, 0}, 0};
+        live[im] = 1;
+    }
+    int idx[NIMPL], nrun = 0;
+    Side packed[NIMPL]; /* the live impls, timed together */
+    for (int im = 0; im < NIMPL; im++)
+        if (live[im]) idx[nrun] = im, packed[nrun++] = sd[im];
+    measure_sides(b, packed, nrun);
+    for (int k = 0; k < nrun; k++) sd[idx[k]] = packed[k];
+    int peer = live[I_BLAS] && !sd[I_BLAS].bad;
+    for (int im = 0; im < NIMPL; im++) {
+        if (!live[im]) continue;
+        if (sd[im].bad) {
+            report_err(b, S, cse, impl_names[im], "ms", kn_last_error(ctx), 1);
+            kn_clear_error(ctx);
+            continue;
+        }
+        const Stat *s = &sd[im].s;
+        if (s->n == 1 && sd[im].t1 > SLOW_MS) {
+            slow[im] = flops;
+            cat(notes[im], sizeof notes[im], "; one run (over %.0f s): larger sizes skipped", SLOW_MS / 1e3);
+        }
+        if (flops / s->med > rate[im]) rate[im] = flops / s->med;
+        double q[2], pair = im != I_BLAS && peer ? paired_ratio(&sd[im], &sd[I_BLAS], q) : 0;
+        if (pair > 0) cat(notes[im], sizeof notes[im], "; rounds' ratios %.3f..%.3f (quartiles)", q[0], q[1]);
+        report(b, S, cse, impl_names[im], s, "gflops", flops, im == I_BLAS || !peer ? NULL : "openblas",
+               im == I_BLAS || !peer ? NULL : &sd[I_BLAS].s, pair, notes[im]);
+    }
+    for (int i = 0; i < 2; i++) {
+        program_free(p[i]);
+        graph_free(g[i]);
     }
 done:
     free(C);
@@ -529,7 +607,8 @@ static void header(B *b, const char *suite)
                  port_threads(), port_threads() > 1 ? "s" : "");
     else snprintf(threads, sizeof threads, "kiln-c, kiln-tcc and memcpy on %d thread%s (KILN_NUM_THREADS), memcpy-1t on 1",
                   port_threads(), port_threads() > 1 ? "s" : "");
-    outf(b, "kiln bench %s%s%s: %s; medians of n runs (min..max); ratio = peer time / this time", suite,
+    outf(b, "kiln bench %s%s%s: %s; medians of n runs (min..max), every impl of a case timed in alternating rounds; "
+         "ratio = peer time / this time, the median of the rounds' ratios", suite,
          b->o->quick ? " --quick" : "", b->o->smoke ? " --smoke" : "", threads);
     outf(b, "%-5s %-22s %-11s %13s %-22s %-4s %-18s %-18s %s", "suite", "case", "impl", "median", "(min..max)", "n",
          "rate", "speed vs peer", "note");
@@ -640,13 +719,26 @@ static double ops_err(int kind, const float *x, const float *y, int64_t rows, in
     return worst;
 }
 
+/* The case's memcpy peers and kernels, each checked, then timed side by
+ * side (measure_sides): memcpy, memcpy-1t, kiln-c, kiln-tcc. */
+enum { OPS_SIDES = 4 };
+
 static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows, int64_t cols)
 {
     const char *S = "ops";
-    char note[256];
+    static const CompileBackend bes[2] = {BACKEND_C, BACKEND_TCC};
+    const char *impls[OPS_SIDES] = {"memcpy", "memcpy-1t", be_name(bes[0]), be_name(bes[1])};
+    char notes[OPS_SIDES][256];
     int64_t shape[2] = {rows, cols};
     size_t n = (size_t)(rows * cols);
     double bytes = 2.0 * (double)n * sizeof(float); /* read x, write y */
+    Side sd[OPS_SIDES];
+    int live[OPS_SIDES] = {0, 0, 0, 0};
+    CopyRun cr[2];
+    ProgRun pr[2];
+    Program *p[2] = {NULL, NULL};
+    Graph *g[2] = {NULL, NULL};
+    memset(sd, 0, sizeof sd);
     kn_scope_begin(ctx);
     kn_tensor *x = kn_randn(ctx, KN_F32, kind == K_CHAIN ? 1 : 2, kind == K_CHAIN ? &shape[1] : shape);
     float *y = malloc(n * sizeof *y), *dst = malloc(n * sizeof *dst);
@@ -657,43 +749,37 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
     }
     const float *xs = fdata(x);
     /* the peer: memcpy of the same bytes on the kernels' threads (and, for reference, on one) */
-    Stat peer = {0, 0, 0, 0}, one = {0, 0, 0, 0};
     int threads = port_threads();
-    double t0 = 0, t1 = 0;
+    double t0 = 0;
     memset(dst, 0, n * sizeof *dst); /* touch it: pages mapped before timing */
     for (int pass = 0; pass < 2; pass++) {
-        CopyRun cr = {xs, dst, n, pass ? 1 : 4 * threads};
-        const char *impl = pass ? "memcpy-1t" : "memcpy";
+        cr[pass] = (CopyRun){xs, dst, n, pass ? 1 : 4 * threads};
         memset(dst, 0, n * sizeof *dst);
         t0 = now_ms();
-        run_copy(&cr);
-        t1 = now_ms() - t0;
-        snprintf(note, sizeof note, "read + write of the same bytes, on %d thread%s%s", pass ? 1 : threads,
+        run_copy(&cr[pass]);
+        sd[pass] = (Side){run_copy, &cr[pass], now_ms() - t0, 0, 0, {0}, {0, 0, 0, 0}, 0};
+        snprintf(notes[pass], sizeof notes[pass], "read + write of the same bytes, on %d thread%s%s", pass ? 1 : threads,
                  pass || threads == 1 ? "" : "s", pass ? "" : " (the kernels' pool and pieces)");
-        if (memcmp(dst, xs, n * sizeof *dst)) report_err(b, S, cse, impl, "ms", "memcpy result differs", 1);
-        else if (!measure(b, run_copy, &cr, t1, pass ? &one : &peer))
-            report(b, S, cse, impl, pass ? &one : &peer, "gbps", bytes, NULL, NULL, note);
+        if (memcmp(dst, xs, n * sizeof *dst)) report_err(b, S, cse, impls[pass], "ms", "memcpy result differs", 1);
+        else live[pass] = 1;
     }
-    static const CompileBackend bes[2] = {BACKEND_C, BACKEND_TCC};
     Build f = kind == K_CHAIN ? build_chain : kind == K_SOFTMAX ? build_softmax : build_layer_norm;
     for (int i = 0; i < 2; i++) {
-        const char *impl = be_name(bes[i]);
-        Graph *g = NULL;
+        const char *impl = impls[2 + i];
         double cms = 0;
-        Program *p = trace_compile(ctx, f, &x, bes[i], &g, &cms);
-        if (!p) {
+        p[i] = trace_compile(ctx, f, &x, bes[i], &g[i], &cms);
+        if (!p[i]) {
             report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
             kn_clear_error(ctx);
-            graph_free(g);
             continue;
         }
         ProgramStats st;
-        program_stats(p, &st);
-        program_set_reuse(p, PROGRAM_POOL); /* as kn_compile's default mode runs it */
-        ProgRun pr = {ctx, p, g, 1, y, n};
+        program_stats(p[i], &st);
+        program_set_reuse(p[i], PROGRAM_POOL); /* as kn_compile's default mode runs it */
+        pr[i] = (ProgRun){ctx, p[i], g[i], 1, y, n};
         t0 = now_ms();
-        int bad = run_prog(&pr);
-        t1 = now_ms() - t0;
+        int bad = run_prog(&pr[i]);
+        double t1 = now_ms() - t0;
         double e = bad ? INFINITY : ops_err(kind, xs, y, kind == K_CHAIN ? 1 : rows, kind == K_CHAIN ? (int64_t)n : cols);
         if (bad) {
             report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
@@ -703,19 +789,37 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
             snprintf(msg, sizeof msg, "result check failed: max err |d|/(0.01+|ref|) %.3g > %g", e, TOL);
             report_err(b, S, cse, impl, "ms", msg, 1);
         } else {
-            Stat s;
-            pr.keep = NULL;
-            snprintf(note, sizeof note, "compile %.1f ms; %d kernel%s on %s; output freed per run (its storage reused); %d thread%s",
-                     cms, st.kernels, st.kernels == 1 ? "" : "s", st.backend, port_threads(), port_threads() > 1 ? "s" : "");
-            if (measure(b, run_prog, &pr, t1, &s)) {
-                report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
-                kn_clear_error(ctx);
-            } else report(b, S, cse, impl, &s, "gbps", bytes, "memcpy", &peer, note);
+            pr[i].keep = NULL;
+            sd[2 + i] = (Side){run_prog, &pr[i], t1, 0, 0, {0}, {0, 0, 0, 0}, 0};
+            live[2 + i] = 1;
+            snprintf(notes[2 + i], sizeof notes[2 + i], "compile %.1f ms; %d kernel%s on %s; output freed per run (its "
+                     "storage reused); %d thread%s", cms, st.kernels, st.kernels == 1 ? "" : "s", st.backend,
+                     port_threads(), port_threads() > 1 ? "s" : "");
         }
-        program_free(p);
-        graph_free(g);
+    }
+    int idx[OPS_SIDES], nrun = 0;
+    Side packed[OPS_SIDES]; /* the live sides, timed together */
+    for (int j = 0; j < OPS_SIDES; j++)
+        if (live[j]) idx[nrun] = j, packed[nrun++] = sd[j];
+    measure_sides(b, packed, nrun);
+    for (int k = 0; k < nrun; k++) sd[idx[k]] = packed[k];
+    for (int j = 0; j < OPS_SIDES; j++) {
+        if (!live[j]) continue;
+        if (sd[j].bad) {
+            report_err(b, S, cse, impls[j], "ms", j < 2 ? "memcpy failed" : kn_last_error(ctx), 1);
+            kn_clear_error(ctx);
+            continue;
+        }
+        double q[2], pair = j >= 2 && live[0] && !sd[0].bad ? paired_ratio(&sd[j], &sd[0], q) : 0;
+        if (pair > 0) cat(notes[j], sizeof notes[j], "; rounds' ratios %.3f..%.3f (quartiles)", q[0], q[1]);
+        report(b, S, cse, impls[j], &sd[j].s, "gbps", bytes, j >= 2 && live[0] ? "memcpy" : NULL,
+               j >= 2 && live[0] ? &sd[0].s : NULL, pair, notes[j]);
     }
 done:
+    for (int i = 0; i < 2; i++) {
+        program_free(p[i]);
+        graph_free(g[i]);
+    }
     free(y);
     free(dst);
     kn_scope_end(ctx);
@@ -901,7 +1005,7 @@ static void compile_bench(B *b, kn_ctx *ctx)
                      !BENCH_POSIX ? "no cache directory on this platform"
                      : be == BACKEND_TCC ? (w ? "tcc has no disk cache: a second compile" : "first compile")
                      : (w ? "second compile: cache hit" : "fresh KILN_CACHE_DIR"));
-            report(b, S, cse, impl, &st, "ms", 0, NULL, NULL, note);
+            report(b, S, cse, impl, &st, "ms", 0, NULL, NULL, 0, note);
         }
     }
 #if BENCH_POSIX
@@ -914,6 +1018,173 @@ done:
     graph_free(g);
     for (int i = 0; i < 4; i++) kn_free(ctx, m.p[i]);
     kn_scope_end(ctx);
+}
+
+/* ---- compile time: the workloads' training steps ----
+ * For mlp, gpt and cnn (BENCHMARKS.md, the 2-core machine's batches): a
+ * whole training step (zero_grad, forward, cross-entropy, backward, Adam)
+ * through kn_compile on each backend, its trace + compile time as
+ * kn_fn_stats reports it: cold (a fresh $KILN_CACHE_DIR) and warm (a new
+ * kn_fn compiling the same step again: backend c finds its program cache,
+ * tcc has none). Every compiled step's loss is checked against the eager
+ * step's on the same parameters (a fresh model from the same seed). */
+
+typedef struct {
+    Model *m;
+    kn_optim *opt;
+} Step;
+
+static kn_status step_fn(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Step *w = user;
+    (void)nin;
+    (void)nout;
+    kn_optim_zero_grad(w->opt);
+    kn_tensor *loss = model_loss(ctx, w->m, in[0], in[1], 1);
+    if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(w->opt) != KN_OK) return kn_last_status(ctx);
+    out[0] = loss;
+    return KN_OK;
+}
+
+/* A fresh model of the workload from seed, with its Adam: 0, or -1. */
+static int step_new(kn_ctx *ctx, const char *name, const ModelCfg *cfg, Step *w)
+{
+    kn_manual_seed(ctx, 11);
+    w->m = model_new(ctx, name, cfg);
+    w->opt = w->m ? kn_adam(ctx, model_params(w->m), model_nparams(w->m), NULL) : NULL;
+    return w->opt ? 0 : -1;
+}
+
+static void step_free(kn_ctx *ctx, Step *w)
+{
+    kn_optim_free(w->opt);
+    model_free(ctx, w->m);
+}
+
+/* One compile of the step on be; its trace + compile ms in *ms, its loss in *loss: 0, or -1. */
+static int step_compile(kn_ctx *ctx, const char *name, const ModelCfg *cfg, kn_backend be, kn_tensor **in,
+                        double *ms, double *loss, const char **ran)
+{
+    Step w;
+    int bad = step_new(ctx, name, cfg, &w);
+    kn_compile_opts co = {.backend = be, .params = w.m ? model_params(w.m) : NULL,
+                          .nparams = w.m ? model_nparams(w.m) : 0, .name = name};
+    kn_fn *f = bad ? NULL : kn_compile(ctx, step_fn, &w, &co);
+    kn_tensor *out[1] = {NULL};
+    kn_fn_info info;
+    kn_scope_begin(ctx);
+    bad = !f || kn_call(f, in, 2, out, 1) != KN_OK || kn_fn_stats(f, &info) != KN_OK ||
+          kn_item(ctx, out[0], loss) != KN_OK;
+    kn_scope_end(ctx);
+    if (!bad) *ms = info.compile_ms, *ran = be == KN_BACKEND_C && !strcmp(info.backend, "c") ? "c"
+                                                : be == KN_BACKEND_TCC && !strcmp(info.backend, "tcc") ? "tcc" : "interp";
+    kn_fn_free(f);
+    step_free(ctx, &w);
+    return bad ? -1 : 0;
+}
+
+static void stat_of(double *t, int n, Stat *st)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    st->min = t[0], st->max = t[n - 1], st->n = n;
+    st->med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+static void compile_steps(B *b, kn_ctx *ctx)
+{
+    static const char *const names[3] = {"mlp", "gpt", "cnn"};
+    static const int64_t batch[3] = {128, 4, 16};
+    for (int mi = 0; mi < 3; mi++) {
+        const char *name = names[mi];
+        ModelCfg cfg;
+        memset(&cfg, 0, sizeof cfg);
+        if (b->o->smoke && mi == 1) cfg.vocab = 64, cfg.context = 8, cfg.d = 16, cfg.layers = 1, cfg.heads = 2;
+        if (b->o->smoke && mi == 2) cfg.width = 4, cfg.side = 8;
+        int64_t nb = b->o->smoke ? 4 : batch[mi];
+        char cse[64], note[320], what[96];
+        snprintf(what, sizeof what, "%s train step (forward, cross-entropy, backward, Adam), batch %lld%s", name,
+                 (long long)nb, b->o->smoke ? ", smoke sizes" : "");
+        kn_scope_begin(ctx);
+        Step ref;
+        kn_tensor *x = NULL, *y = NULL;
+        double want = NAN;
+        int ok = step_new(ctx, name, &cfg, &ref) == 0 && model_batch(ctx, ref.m, nb, &x, &y) == KN_OK;
+        kn_tensor *in[2] = {x, y}, *out[1] = {NULL};
+        ok = ok && step_fn(ctx, &ref, in, 2, out, 1) == KN_OK && kn_item(ctx, out[0], &want) == KN_OK;
+        if (ref.m || ref.opt) step_free(ctx, &ref);
+        snprintf(cse, sizeof cse, "%s-step", name);
+        if (!ok) {
+            report_err(b, "ops", cse, "kiln", "ms", kn_last_error(ctx), 1);
+            kn_clear_error(ctx);
+        }
+        static const kn_backend bes[2] = {KN_BACKEND_TCC, KN_BACKEND_C};
+        for (int bi = 0; bi < 2 && ok; bi++) {
+            const char *impl = bi ? "kiln-c" : "kiln-tcc";
+            int slow = bi && mi > 0; /* cc on gpt and cnn: seconds a compile */
+            int ncold = b->o->smoke || (slow && b->o->quick) ? 1 : slow ? 2 : 3, nwarm = b->o->smoke ? 1 : 3;
+            double cold[MAX_SAMPLES], warm[MAX_SAMPLES], worst = 0;
+            const char *ran = "?";
+            int bad = 0;
+#if BENCH_POSIX
+            char dir[512] = "";
+            const char *old = getenv("KILN_CACHE_DIR");
+            char *saved = old ? malloc(strlen(old) + 1) : NULL;
+            if (saved) strcpy(saved, old);
+#endif
+            for (int r = 0; r < ncold + nwarm && !bad; r++) {
+#if BENCH_POSIX
+                if (r < ncold) {
+                    if (dir[0]) remove_dir(dir);
+                    if (fresh_cache(dir, sizeof dir)) {
+                        report_err(b, "ops", cse, impl, "ms", "cannot make a temporary cache directory", 1);
+                        dir[0] = 0, bad = 1;
+                        break;
+                    }
+                }
+#endif
+                double ms = 0, loss = NAN;
+                if (step_compile(ctx, name, &cfg, bes[bi], in, &ms, &loss, &ran)) {
+                    report_err(b, "ops", cse, impl, "ms", kn_last_error(ctx), 1);
+                    kn_clear_error(ctx);
+                    bad = 1;
+                    break;
+                }
+                double e = fabs(loss - want) / (fabs(want) + 1e-30);
+                if (!(e <= worst)) worst = e;
+                if (r < ncold) cold[r] = ms;
+                else warm[r - ncold] = ms;
+            }
+#if BENCH_POSIX
+            if (dir[0]) remove_dir(dir);
+            if (saved) setenv("KILN_CACHE_DIR", saved, 1);
+            else unsetenv("KILN_CACHE_DIR");
+            free(saved);
+#endif
+            if (bad) continue;
+            if (!(worst <= TOL)) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "result check failed: the compiled step's loss vs eager's, rel err %.3g > %g",
+                         worst, TOL);
+                report_err(b, "ops", cse, impl, "ms", msg, 1);
+                continue;
+            }
+            for (int w = 0; w < 2; w++) {
+                Stat st;
+                stat_of(w ? warm : cold, w ? nwarm : ncold, &st);
+                snprintf(cse, sizeof cse, "%s-step/%s", name, w ? "warm" : "cold");
+                snprintf(note, sizeof note, "trace + compile (kn_fn_stats) of the %s on %s; loss checked vs eager "
+                         "(rel err %.2g); %s", what, ran, worst,
+                         !BENCH_POSIX ? "no cache directory on this platform"
+                         : bi == 0 ? (w ? "tcc has no disk cache: a new kn_fn compiles again" : "a new kn_fn")
+                         : (w ? "a new kn_fn: the program cache's entry" : "fresh KILN_CACHE_DIR"));
+                report(b, "ops", cse, impl, &st, "ms", 0, NULL, NULL, 0, note);
+            }
+            snprintf(cse, sizeof cse, "%s-step", name);
+        }
+        kn_free(ctx, x);
+        kn_free(ctx, y);
+        kn_scope_end(ctx);
+    }
 }
 
 int bench_ops(const BenchOpts *o)
@@ -934,6 +1205,7 @@ int bench_ops(const BenchOpts *o)
     snprintf(cse, sizeof cse, "layer_norm %lldx%lld", (long long)r, (long long)c);
     ops_case(&b, ctx, K_LAYER_NORM, cse, r, c);
     compile_bench(&b, ctx);
+    compile_steps(&b, ctx);
     kn_ctx_free(ctx);
     return b.failed;
 }

@@ -1972,10 +1972,21 @@ kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opt
         f->o = opts;
         if (!f->o.recompile_limit) f->o.recompile_limit = 8;
         snprintf(f->name, sizeof f->name, "%s", opts.name ? opts.name : "fn");
-        if ((opts.backend == KN_BACKEND_C && !port_jit_available(PORT_CC)) ||
-            (opts.backend == KN_BACKEND_TCC && !port_jit_available(PORT_TCC)))
-            log_line(ctx, LOG_PERF, "%s: backend %s has no compiler here: falling back to interp", f->name,
-                     opts.backend == KN_BACKEND_C ? "c" : "tcc");
+        /* no compiler for the backend: said once per context and backend, whatever KILN_LOGS asks
+         * (as eager's backend and the recompile limit say theirs), and in the perf log each time */
+        int nojit = (opts.backend == KN_BACKEND_C && !port_jit_available(PORT_CC)) ||
+                    (opts.backend == KN_BACKEND_TCC && !port_jit_available(PORT_TCC));
+        const char *bn = opts.backend == KN_BACKEND_C ? "c" : "tcc";
+        unsigned bit = 1u << (opts.backend & 7);
+        if (nojit && !(ctx->said_no_jit & bit)) {
+            char line[160];
+            snprintf(line, sizeof line, "kiln: backend %s has no compiler here; kn_compile's functions run on the "
+                     "interpreter", bn);
+            if (ctx->log) ctx->log(ctx->log_user, line);
+            else port_log(line);
+            ctx->said_no_jit |= (uint8_t)bit;
+        }
+        if (nojit) log_line(ctx, LOG_PERF, "%s: backend %s has no compiler here: falling back to interp", f->name, bn);
     }
     op_leave(ctx, saved);
     return f;

@@ -521,7 +521,8 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
             if (d == st->node) continue;
             /* the rest of the kernel as the template's epilogue, on each tile */
             if (!(st->k = arena_alloc(&p->arena, sizeof *st->k))) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
-            LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK, 0}; /* its loops are the tile's */
+            /* its loops are the tile's: only their indices simplified */
+            LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL, 0};
             if (lower_epilogue(ctx, p->g, s, st->node, ex, &p->arena, st->k) || ir_verify(ctx, st->k) ||
                 (!raw && (loopopt_run(ctx, st->k, &simplify) || ir_verify(ctx, st->k))))
                 return ctx->status;
@@ -1850,7 +1851,8 @@ static int gen_step(Program *p, Program *const *q, int s, const int64_t *sv, int
 /* The generic kernels through the loop passes (see above). */
 static int gen_opt(kn_ctx *ctx, Program *p, int64_t hint)
 {
-    LoopOptions all = {0, 0, 0, hint}, simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK, 0};
+    LoopOptions all = {0, 0, 0, hint};
+    LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL, 0};
     for (int s = 0; s < p->nsteps; s++) {
         Kernel *k = p->steps[s].k;
         if (!k) continue;

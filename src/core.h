@@ -173,6 +173,7 @@ struct kn_ctx {
     kn_backend eager_backend; /* eager ops (eager.c): the interpreter, or compiled kernels */
     struct Eager *eager;     /* their kernel cache, made at the first op that needs it */
     uint64_t clock;          /* the last Storage.stamp handed out */
+    uint8_t said_no_jit;     /* per kn_backend bit: kn_compile said that backend has no compiler here */
 };
 
 /* ---- errors ---- */

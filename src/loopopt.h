@@ -23,7 +23,13 @@
  *    loaded and stored at different indices, and no accumulator declared
  *    inside becomes LOOP_VECTOR(vector_width) (updates of accumulators
  *    declared outside are allowed: targets give them lanes).
- * Only serial loops are collapsed or marked; kinds set before are kept.
+ * Between collapse and mark, tile: a sum over the outer dim of a row-major
+ * tensor (a column's sum) becomes tiles of 16 columns summed into the
+ * output a row of the tile at a time (a vector loop); a transposing copy
+ * becomes 16 x 16 tiles (then simplify again over the tiles' indices).
+ * After mark, unroll: an innermost loop left serial, of extent 2 to 8 and a
+ * small body, becomes LOOP_UNROLL(extent). loopopt.c has each rule.
+ * Only serial loops are collapsed, tiled or marked; kinds set before are kept.
  * Symbolic extents (shape symbols, IR_SHAPE_SYM) give no ranges, so
  * simplification never relies on a size's value, only on the one fact that
  * holds at every size: the var of a loop of extent E is in [0, E), so v%E is
@@ -39,7 +45,9 @@
 enum {
     LOOPOPT_NO_SIMPLIFY = 1, /* skip index simplification */
     LOOPOPT_NO_COLLAPSE = 2, /* skip loop collapsing */
-    LOOPOPT_NO_MARK = 4      /* skip parallel and vector marking */
+    LOOPOPT_NO_MARK = 4,     /* skip parallel and vector marking */
+    LOOPOPT_NO_TILE = 8,     /* skip tiling */
+    LOOPOPT_NO_UNROLL = 16   /* skip unroll marking */
 };
 
 typedef struct {

@@ -85,15 +85,42 @@ static kn_tensor *new_handle(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *
     return t;
 }
 
+/* A storage's bytes start at a 64-byte boundary, so that a vector load or
+ * store of a compiled kernel never splits two cache lines (libc gives 16: a
+ * large block is a fresh mapping plus a 16-byte header: kiln bench ops,
+ * kiln-c vs memcpy, median of 5 runs alternating with the unaligned build:
+ * softmax 4096x1024 0.49 -> 0.59x, layer_norm 0.80 -> 0.92x).
+ * The allocation is bytes + DATA_ALIGN; the byte before the data holds the
+ * distance back to its start (1 to 64), so the pointer alone frees it, and
+ * storages may exchange their data (capture.c take_storage). */
+enum { DATA_ALIGN = 64 };
+
+static void *data_alloc(kn_ctx *ctx, size_t bytes, int zeroed)
+{
+    if (!bytes || bytes > SIZE_MAX - DATA_ALIGN) return NULL;
+    unsigned char *raw = zeroed ? kn_alloc_zeroed(ctx, bytes + DATA_ALIGN) : kn_alloc(ctx, bytes + DATA_ALIGN);
+    if (!raw) return NULL;
+    size_t shift = DATA_ALIGN - (uintptr_t)raw % DATA_ALIGN;
+    raw[shift - 1] = (unsigned char)shift;
+    return raw + shift;
+}
+
+static void data_free(kn_ctx *ctx, void *data, size_t bytes)
+{
+    if (!data) return;
+    unsigned char *d = data;
+    kn_dealloc(ctx, d - d[-1], bytes + DATA_ALIGN);
+}
+
 static kn_tensor *new_tensor(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, int zeroed)
 {
     size_t bytes;
     if (!tensor_check_size(ctx, dt, ndim, shape, &bytes)) return NULL;
     Storage *st = kn_alloc(ctx, sizeof *st);
-    void *data = !bytes ? NULL : zeroed ? kn_alloc_zeroed(ctx, bytes) : kn_alloc(ctx, bytes);
+    void *data = data_alloc(ctx, bytes, zeroed);
     if (!st || (bytes && !data)) {
         kn_dealloc(ctx, st, sizeof *st);
-        kn_dealloc(ctx, data, bytes);
+        data_free(ctx, data, bytes);
         return kn_err(ctx, KN_ENOMEM, "out of memory allocating %zu bytes", bytes);
     }
     st->data = data;
@@ -103,7 +130,7 @@ static kn_tensor *new_tensor(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *
     storage_stamp(ctx, st);
     kn_tensor *t = new_handle(ctx, dt, ndim, shape);
     if (!t) {
-        kn_dealloc(ctx, data, bytes);
+        data_free(ctx, data, bytes);
         kn_dealloc(ctx, st, sizeof *st);
         return NULL;
     }
@@ -179,7 +206,7 @@ static void storage_release(kn_ctx *ctx, Storage *st)
     if (st && --st->refs == 0) {
         if (!st->borrowed) {
             ctx->live_bytes -= st->bytes;
-            kn_dealloc(ctx, st->data, st->bytes);
+            data_free(ctx, st->data, st->bytes);
         }
         kn_dealloc(ctx, st, sizeof *st);
     }

@@ -1,6 +1,7 @@
 /*
  * test_bench.c — `kiln bench gemm` and `kiln bench ops` in a tiny smoke mode
- * (sizes 16 and 32, one run each): every JSON line parses, carries the
+ * (sizes 16 and 32, the workloads' steps at small sizes, one run each):
+ * every JSON line parses, carries the
  * fields tools outside the project read (suite, case, impl, metric, median,
  * min, max, n), and every result check passes. No timing is asserted.
  */
@@ -209,7 +210,18 @@ int main(void)
 
     CHECK_MSG(bench_ops(&o) == 0, "bench ops: a result check failed");
     n = check_lines("ops", "kiln-c");
-    CHECK_MSG(n == 5, "ops: %d kiln-c rows measured, expected 5 (chain, softmax, layer_norm, compile cold, warm)", n);
+    CHECK_MSG(n == 11, "ops: %d kiln-c rows measured, expected 11 (chain, softmax, layer_norm, mlp-joint cold and "
+              "warm, the mlp, gpt and cnn steps cold and warm)", n);
+    n = check_lines("ops", "kiln-tcc");
+    CHECK_MSG(n == 11, "ops: %d kiln-tcc rows measured, expected 11", n);
+    static const char *const steps[] = {"mlp-step/cold", "gpt-step/cold", "cnn-step/cold", "cnn-step/warm"};
+    for (int k = 0; k < 4; k++) {
+        char want[64];
+        int seen = 0;
+        snprintf(want, sizeof want, "\"case\":\"%s\"", steps[k]);
+        for (int i = 0; i < nlines; i++) seen += strstr(lines[i], want) != NULL;
+        CHECK_MSG(seen == 2, "ops: %d rows of %s, expected 2 (kiln-tcc, kiln-c)", seen, steps[k]);
+    }
     n = check_lines("ops", "memcpy");
     CHECK_MSG(n == 3, "ops: %d memcpy rows, expected 3", n);
     n = check_lines("ops", "memcpy-1t");

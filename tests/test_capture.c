@@ -420,6 +420,52 @@ static void test_errors(void)
     kn_ctx_free(ctx);
 }
 
+/* ---- no compiler ----
+ * With no cc (KILN_CC names none), kn_compile on backend c says so once per
+ * context, whatever KILN_LOGS asks, and its functions run on the
+ * interpreter with eager's results; tcc, which is here, still compiles.
+ * (On wasm neither compiler is: test_compiled checks the fallback there.) */
+static int nojit_lines;
+static void nojit_sink(void *user, const char *line)
+{
+    (void)user;
+    nojit_lines += strstr(line, "backend c has no compiler here") != NULL;
+}
+
+static void test_no_compiler(void)
+{
+#ifndef __wasi__
+    const char *was = getenv("KILN_CC");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("KILN_CC", "/nonexistent/kiln-cc", 1);
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 3});
+    int64_t ws[2] = {5, 3}, bs[1] = {5}, xs[2] = {4, 3}, ys[2] = {4, 5};
+    Lin l = {{kn_param(ctx, kn_randn(ctx, KN_F32, 2, ws)), kn_param(ctx, kn_randn(ctx, KN_F32, 1, bs))}};
+    kn_set_log(ctx, nojit_sink, NULL);
+    kn_set_logs(ctx, "");
+    kn_tensor *in[2] = {kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs)), kn_keep(ctx, kn_randn(ctx, KN_F32, 2, ys))};
+    kn_tensor *want[1];
+    CHECK(lin_body(ctx, &l, in, 2, want, 1) == KN_OK);
+    static const char *const ran[3] = {"interp", "interp", "tcc"};
+    for (int i = 0; i < 3; i++) {
+        kn_compile_opts o = {.backend = i < 2 ? KN_BACKEND_C : KN_BACKEND_TCC, .params = l.p, .nparams = 2};
+        kn_fn *f = kn_compile(ctx, lin_body, &l, &o);
+        kn_tensor *out[1] = {NULL};
+        kn_fn_info info;
+        CHECK_MSG(f && kn_call(f, in, 2, out, 1) == KN_OK && kn_fn_stats(f, &info) == KN_OK, "%s", kn_last_error(ctx));
+        CHECK_MSG(out[0] && max_diff(ctx, out[0], want[0]) < 1e-5, "no compiler: fn %d differs from eager", i);
+        CHECK_MSG(f && info.backend && !strcmp(info.backend, ran[i]), "no compiler: fn %d ran on %s, expected %s", i,
+                  f ? info.backend : "?", ran[i]);
+        kn_fn_free(f);
+    }
+    CHECK_MSG(nojit_lines == 1, "no compiler: said %d times, expected once", nojit_lines);
+    kn_ctx_free(ctx);
+    if (saved) setenv("KILN_CC", saved, 1);
+    else unsetenv("KILN_CC");
+    free(saved);
+#endif
+}
+
 int main(void)
 {
 #ifndef __wasi__ /* a fresh cache, so that backend c's compiles are cold (wasm has no compiler) */
@@ -427,6 +473,7 @@ int main(void)
     if (mkdtemp(dir)) setenv("KILN_CACHE_DIR", dir, 1);
 #endif
     test_errors();
+    test_no_compiler();
     ModelCfg mlp = {0};
     ModelCfg cnn = {.width = 4, .side = 8};
     ModelCfg gpt = {.vocab = 32, .context = 8, .d = 16, .layers = 1, .heads = 2};

@@ -404,6 +404,75 @@ static void test_shared_kernels(kn_ctx *ctx)
     }
 }
 
+/* A dot with a transposed residual: one kernel, the residual an epilogue
+ * that reads C in place and the residual at a stride of M in the N loop
+ * (a tile kernel, whose three loops the template runs over each tile, so
+ * the loop passes only simplify its indices), equal to eager's. */
+static void test_epilogue_loops(kn_ctx *ctx)
+{
+    int64_t sx[2] = {32, 40}, sw[2] = {40, 48}, sr[2] = {48, 32};
+    kn_tensor *x = kn_randn(ctx, KN_F32, 2, sx), *w = kn_randn(ctx, KN_F32, 2, sw), *r = kn_randn(ctx, KN_F32, 2, sr);
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *want = kn_add(ctx, kn_matmul(ctx, x, w), kn_transpose(ctx, r, 0, 1));
+        ctx->trace = graph_new(ctx);
+        kn_tensor *y = kn_add(ctx, kn_matmul(ctx, x, w), kn_transpose(ctx, r, 0, 1));
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, NULL};
+        Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+        kn_tensor *got = NULL;
+        int same = 0, ok = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK;
+        double d = ok ? max_diff_scaled(ctx, got, want, &same) : INFINITY;
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
+        if (p) program_stats(p, &st);
+        CHECK_MSG(ok && same && d < 1e-5, "dot + transposed residual on %s: %s, max diff %g", be ? "c" : "tcc",
+                  kn_last_error(ctx), d);
+        CHECK_MSG(!p || !strcmp(st.backend, "interp") || st.kernels == 1, "dot + transposed residual on %s: %d kernels",
+                  st.backend, st.kernels);
+        kn_clear_error(ctx);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
+/* The memory plan: every intermediate at an offset in the one arena, by
+ * liveness with reuse. A chain of six products of 64 x 64 floats has five
+ * intermediates of 16 KiB, each read by the next product only: two are
+ * live at once, so the arena is two of them, and the result equals eager's. */
+static void test_plan(kn_ctx *ctx)
+{
+    int64_t s[2] = {64, 64};
+    for (int be = 0; be < 2; be++) {
+        kn_scope_begin(ctx);
+        kn_tensor *x = kn_randn(ctx, KN_F32, 2, s), *w[6];
+        for (int i = 0; i < 6; i++) w[i] = kn_mul(ctx, kn_randn(ctx, KN_F32, 2, s), kn_scalar(ctx, 0.125));
+        kn_tensor *want = x;
+        for (int i = 0; i < 6; i++) want = kn_matmul(ctx, want, w[i]);
+        ctx->trace = graph_new(ctx);
+        kn_tensor *y = x;
+        for (int i = 0; i < 6; i++) y = kn_matmul(ctx, y, w[i]);
+        Graph *g = ctx->trace;
+        ctx->trace = NULL;
+        CompileOpts o = {be ? BACKEND_C : BACKEND_TCC, KN_MODE_DEFAULT, 0, NULL};
+        Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
+        ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
+        if (p) program_stats(p, &st);
+        kn_tensor *got = NULL;
+        int same = 0, ok = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK;
+        double d = ok ? max_diff_scaled(ctx, got, want, &same) : INFINITY;
+        CHECK_MSG(ok && same && d < 1e-5, "plan on %s: %s, max diff %g", st.backend, kn_last_error(ctx), d);
+        if (strcmp(st.backend, "interp") != 0)
+            CHECK_MSG(st.arena_bytes == 2 * 64 * 64 * sizeof(float),
+                      "plan on %s: an arena of %zu bytes for 5 intermediates of 16 KiB, 2 live at once", st.backend,
+                      st.arena_bytes);
+        program_free(p);
+        graph_free(g);
+        kn_scope_end(ctx);
+    }
+}
+
 /* Groups (compile.c, lower_group): pointwise kernels of one shape that read
  * the same buffers run as one kernel with a store per node. Each case builds
  * outputs with the body, compiles them on tcc and c, and checks each output
@@ -1014,6 +1083,8 @@ int main(void)
     test_shared_dots(ctx);
     test_shared_kernels(ctx);
     test_profile(ctx);
+    test_plan(ctx);
+    test_epilogue_loops(ctx);
     test_groups(ctx);
     test_donate(ctx);
     test_program_cache(ctx, in);

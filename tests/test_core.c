@@ -2,9 +2,11 @@
  * test_core.c — tensors, views, scopes, promotion, broadcasting and the
  * pointwise composites on hand-checked values.
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "test.h"
+#include "../src/core.h"
 
 static kn_tensor *vec(kn_ctx *ctx, int n, const float *v)
 {
@@ -129,9 +131,48 @@ static void test_fills(void)
     kn_ctx_free(cs[1]);
 }
 
+/* Every storage's bytes start at a 64-byte boundary (a compiled kernel's
+ * vector loads and stores never split cache lines), and each allocation is
+ * freed with the size it was made with: the hook's bytes balance. */
+typedef struct {
+    long long bytes;
+} Bal;
+
+static void *bal_alloc(void *user, void *ptr, size_t osize, size_t nsize)
+{
+    Bal *b = user;
+    b->bytes += (long long)nsize - (long long)(ptr ? osize : 0);
+    if (!nsize) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
+static void test_aligned(void)
+{
+    Bal bal = {0};
+    kn_ctx_opts o = {0};
+    o.alloc = bal_alloc, o.alloc_user = &bal;
+    kn_ctx *ctx = kn_ctx_new(&o);
+    static const int64_t sizes[] = {1, 3, 17, 1000, 1 << 20};
+    for (int i = 0; i < 5; i++) {
+        int64_t n = sizes[i];
+        kn_tensor *t[4] = {kn_zeros(ctx, KN_BOOL, 1, &n), kn_randn(ctx, KN_F32, 1, &n), kn_ones(ctx, KN_F64, 1, &n), NULL};
+        t[3] = kn_add(ctx, t[1], t[1]);
+        for (int j = 0; j < 4; j++)
+            CHECK_MSG(t[j] && (uintptr_t)tensor_ptr(t[j], 0) % 64 == 0, "size %lld, tensor %d at %p", (long long)n, j,
+                      t[j] ? tensor_ptr(t[j], 0) : NULL);
+        for (int j = 0; j < 4; j++) kn_free(ctx, t[j]);
+    }
+    kn_ctx_free(ctx);
+    CHECK_MSG(bal.bytes == 0, "allocated and freed bytes differ by %lld", bal.bytes);
+}
+
 int main(void)
 {
     test_fills();
+    test_aligned();
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_views(ctx);
     test_arith(ctx);

@@ -1,10 +1,12 @@
 /*
  * test_loopopt.c — the loop passes of loopopt.h: golden dumps before and
  * after on the kernels of test_lower.c and on hand-written ones, ir_verify
- * after every pass, and a semantic check: each kernel before and after is
- * rendered by the C target, compiled with TinyCC and run on the same random
- * buffers; every output and tmp buffer must come out byte for byte the same
- * (the passes keep the order of every iteration and every operation).
+ * after every pass (simplify, collapse, tile, mark, unroll), and a semantic
+ * check: each kernel before and after is rendered by the C target, compiled
+ * with TinyCC and run on the same random buffers; every output and tmp
+ * buffer must come out byte for byte the same (the passes keep the order of
+ * every operation that writes a value: a tile reorders only iterations that
+ * write elements of their own).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +19,9 @@
 #include "../targets/c/render.h"
 
 typedef void (*KernelFn)(void **);
+
+/* a value of 66 nodes */
+#define DEEP "exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(exp(b1[s0+s1*64])))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))"
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 static uint32_t next_rand(void)
@@ -83,9 +88,9 @@ static int same_results(const Kernel *a, const Kernel *b)
  * dumps; checks ir_verify after each pass and equal results. */
 static void optimise(kn_ctx *ctx, Kernel *k, const LoopOptions *o, char *before, char *after, size_t cap)
 {
-    static const unsigned passes[3] = {LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK,
-                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_MARK,
-                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_COLLAPSE};
+    enum { ALL = LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL };
+    static const unsigned passes[5] = {ALL & ~LOOPOPT_NO_SIMPLIFY, ALL & ~LOOPOPT_NO_COLLAPSE, ALL & ~LOOPOPT_NO_TILE,
+                                       ALL & ~LOOPOPT_NO_MARK, ALL & ~LOOPOPT_NO_UNROLL};
     char text[8192], why[128];
     size_t lb = strlen(before), la = strlen(after);
     Kernel orig;
@@ -93,7 +98,7 @@ static void optimise(kn_ctx *ctx, Kernel *k, const LoopOptions *o, char *before,
     ir_init(&orig, k->arena, k->ex, k->name);
     CHECK_MSG(ir_parse(&orig, text, why, sizeof why) == 0, "%s", why);
     ir_print(k, before + lb, lb < cap ? cap - lb : 0);
-    for (int p = 0; p < 3; p++) { /* one pass at a time, in loopopt_run's order */
+    for (int p = 0; p < 5; p++) { /* one pass at a time, in loopopt_run's order */
         LoopOptions one = *o;
         one.skip = o->skip | passes[p];
         CHECK_MSG(loopopt_run(ctx, k, &one) == 0, "%s", kn_last_error(ctx));
@@ -158,7 +163,8 @@ static void hand(kn_ctx *ctx, const char *text, const LoopOptions *o, const char
 int main(void)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
-    LoopOptions o = {0}, small = {8, 4, 0, 0};
+    LoopOptions o = {0}, small = {8, 4, 0, 0}, no_mark = {0, 0, LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL, 0};
+    LoopOptions no_vector = {0, 64, 0, 0}; /* vector loops of 64 and more: these stay serial */
     int64_t s48[2] = {4, 8}, s4 = 4, big[2] = {256, 256};
     kn_tensor *x = kn_randn(ctx, KN_F32, 2, s48), *w = kn_randn(ctx, KN_F32, 2, s48);
     kn_tensor *b = kn_randn(ctx, KN_F32, 1, &s4), *xb = kn_randn(ctx, KN_F32, 2, big);
@@ -172,7 +178,7 @@ int main(void)
            "      b0[s0*4+s1] = exp(add(b1[s0+s1*8], cast.f32(b2[0])))\n",
            "kernel k8_exp(out b0 f32[32], in b1 f32[32], in b2 f64[1])\n"
            "  for s0 in 8\n"
-           "    for s1 in 4\n"
+           "    for s1 in 4 unroll(4)\n"
            "      b0[s0*4+s1] = exp(add(b1[s0+s1*8], cast.f32(b2[0])))\n");
     ctx->trace = graph_new(ctx);
     lower_opt(ctx, kn_softmax(ctx, x, 1), &o,
@@ -277,7 +283,7 @@ int main(void)
          &o,
            "kernel k(out b0 f32[12], in b1 f32[12], out b2 i64[12])\n"
            "  for s0 in 3\n"
-           "    for s1 in 4\n"
+           "    for s1 in 4 unroll(4)\n"
            "      b0[s0*4+s1] = add(b1[s0*4+s1], b1[s0*4])\n"
            "      b2[s0*4+s1] = idx(s0+1)\n");
     /* a sum over a divisor: (s0*8+s1)//32 is s0//4 and (s0*8+s1)%32 is
@@ -322,7 +328,8 @@ int main(void)
            "    b0[s0] = mul(b1[s0], 2)\n");
     /* a unit outer loop collapses whatever its coefficients (s0 is 0): the
      * 512 rows of this transposing gather become the parallel loop, where
-     * before the loop of 1 was marked parallel, one thread's work */
+     * before the loop of 1 was marked parallel, one thread's work; then
+     * its 16 x 16 tiles (its load strides 512 in s2) */
     hand(ctx,
          "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
          "  for s0 in 1\n"
@@ -331,9 +338,11 @@ int main(void)
          "        b0[s0*65536+s1*128+s2] = b1[s0*7+s1+s2*512]\n",
          &o,
            "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
-           "  for s0 in 512 parallel\n"
-           "    for s2 in 128\n"
-           "      b0[s0*128+s2] = b1[s0+s2*512]\n");
+           "  for s0 in 32 parallel\n"
+           "    for s2 in 8\n"
+           "      for s3 in 16\n"
+           "        for s4 in 16\n"
+           "          b0[s0*2048+s2*16+s3*128+s4] = b1[s0*16+s2*8192+s3+s4*512]\n");
     /* every s0 writes the same b0[s1]: neither collapsed nor parallel */
     hand(ctx,
          "kernel k(out b0 f32[256], in b1 f32[65536])\n"
@@ -425,6 +434,123 @@ int main(void)
            "  for s0 in 4 parallel\n"
            "    for s1 in 4 vector(4)\n"
            "      b0[s0*4+s1] = add(b1[s0*4+s1], b2[s1])\n");
+    /* tile, rule 1: the sums of 64 columns become 4 tiles of 16 columns, each summed a row at a time
+     * into the output (a vector loop), from 0 and in the accumulator's order (the same bits) */
+    hand(ctx,
+         "kernel k(out b0 f32[64], in b1 f32[4096], in b2 f32[64])\n"
+         "  for s0 in 64\n"
+         "    acc a0 f32 sum\n"
+         "    for s1 in 64\n"
+         "      a0 += mul(b1[s0+s1*64], b2[s0])\n"
+         "    b0[s0] = a0\n",
+         &o,
+         "kernel k(out b0 f32[64], in b1 f32[4096], in b2 f32[64])\n"
+         "  for s0 in 4\n"
+         "    for s2 in 16 vector(8)\n"
+         "      b0[s0*16+s2] = 0\n"
+         "    for s1 in 64\n"
+         "      for s3 in 16 vector(8)\n"
+         "        b0[s0*16+s3] = add(b0[s0*16+s3], mul(b1[s0*16+s1*64+s3], b2[s0*16+s3]))\n");
+    /* big enough for threads: the tiles are the parallel loop; f64 */
+    hand(ctx,
+         "kernel k(out b0 f64[256], in b1 f64[131072])\n"
+         "  for s0 in 256\n"
+         "    acc a0 f64 sum\n"
+         "    for s1 in 512\n"
+         "      a0 += b1[s0+s1*256]\n"
+         "    b0[s0] = a0\n",
+         &o,
+         "kernel k(out b0 f64[256], in b1 f64[131072])\n"
+         "  for s0 in 16 parallel\n"
+         "    for s2 in 16 vector(8)\n"
+         "      b0[s0*16+s2] = 0:f64\n"
+         "    for s1 in 512\n"
+         "      for s3 in 16 vector(8)\n"
+         "        b0[s0*16+s3] = add(b0[s0*16+s3], b1[s0*16+s1*256+s3])\n");
+    /* not tiled: 24 columns (no whole tile), a sum stored scaled, a max, a load that reads the
+     * output, rows (unit stride in s1: the row loop is better as it is) */
+    const char *untiled[] = {
+        "kernel k(out b0 f32[24], in b1 f32[1536])\n"
+        "  for s0 in 24\n"
+        "    acc a0 f32 sum\n"
+        "    for s1 in 64\n"
+        "      a0 += b1[s0+s1*24]\n"
+        "    b0[s0] = a0\n",
+        "kernel k(out b0 f32[64], in b1 f32[4096])\n"
+        "  for s0 in 64\n"
+        "    acc a0 f32 sum\n"
+        "    for s1 in 64\n"
+        "      a0 += b1[s0+s1*64]\n"
+        "    b0[s0] = mul(a0, 0.5)\n",
+        "kernel k(out b0 f32[64], in b1 f32[4096])\n"
+        "  for s0 in 64\n"
+        "    acc a0 f32 max\n"
+        "    for s1 in 64\n"
+        "      a0 max= b1[s0+s1*64]\n"
+        "    b0[s0] = a0\n",
+        "kernel k(out b0 f32[64], in b1 f32[4096])\n"
+        "  for s0 in 64\n"
+        "    acc a0 f32 sum\n"
+        "    for s1 in 64\n"
+        "      a0 += mul(b1[s0+s1*64], b0[s0])\n"
+        "    b0[s0] = a0\n",
+        "kernel k(out b0 f32[64], in b1 f32[4096])\n"
+        "  for s0 in 64\n"
+        "    acc a0 f32 sum\n"
+        "    for s1 in 64\n"
+        "      a0 += b1[s0*64+s1]\n"
+        "    b0[s0] = a0\n",
+    };
+    for (int i = 0; i < 5; i++) hand(ctx, untiled[i], &no_mark, untiled[i]);
+    /* tile, rule 2: a transposing copy of 64 x 48 (a weight's gradient) into 16 x 16 tiles; a copy
+     * that loads what it stores, or of 64 x 40 (no whole tiles), is not tiled */
+    hand(ctx,
+         "kernel k(out b0 f32[3072], in b1 f32[3072])\n"
+         "  for s0 in 64\n"
+         "    for s1 in 48\n"
+         "      b0[s0*48+s1] = cast.f32(b1[s0+s1*64])\n",
+         &o,
+         "kernel k(out b0 f32[3072], in b1 f32[3072])\n"
+         "  for s0 in 4\n"
+         "    for s1 in 3\n"
+         "      for s2 in 16\n"
+         "        for s3 in 16\n"
+         "          b0[s0*768+s1*16+s2*48+s3] = cast.f32(b1[s0*16+s1*1024+s2+s3*64])\n");
+    const char *untiled2[] = {
+        "kernel k(out b0 f32[3072], in b1 f32[3072])\n"
+        "  for s0 in 64\n"
+        "    for s1 in 48\n"
+        "      b0[s0*48+s1] = add(b1[s0+s1*64], b0[s0+s1*64])\n",
+        "kernel k(out b0 f32[2560], in b1 f32[2560])\n"
+        "  for s0 in 64\n"
+        "    for s1 in 40\n"
+        "      b0[s0*40+s1] = b1[s0+s1*64]\n",
+    };
+    for (int i = 0; i < 2; i++) hand(ctx, untiled2[i], &no_mark, untiled2[i]);
+    /* unroll: a serial innermost loop of 8 (its load strided) is written out; one of 9, or whose
+     * body would be over 512 nodes in all, is not */
+    hand(ctx,
+         "kernel k(out b0 f32[512], in b1 f32[512])\n"
+         "  for s0 in 64\n"
+         "    for s1 in 8\n"
+         "      b0[s0*8+s1] = b1[s0+s1*64]\n",
+         &o,
+         "kernel k(out b0 f32[512], in b1 f32[512])\n"
+         "  for s0 in 64\n"
+         "    for s1 in 8 unroll(8)\n"
+         "      b0[s0*8+s1] = b1[s0+s1*64]\n");
+    const char *rolled[] = {
+        "kernel k(out b0 f32[576], in b1 f32[576])\n"
+        "  for s0 in 64\n"
+        "    for s1 in 9\n"
+        "      b0[s0*9+s1] = b1[s0+s1*64]\n",
+        "kernel k(out b0 f32[512], in b1 f32[512])\n"
+        "  for s0 in 64\n"
+        "    for s1 in 8\n"
+        "      b0[s0*8+s1] = " DEEP "\n",
+    };
+    for (int i = 0; i < 2; i++) hand(ctx, rolled[i], &no_vector, rolled[i]);
+
     /* a shape symbol z0 (s4096): an outer loop of z0 rows collapses with its inner one of 16; the hint
      * (z0 = 4096) makes it parallel, as 65536 elements; without one it stays serial */
     LoopOptions hint = {0, 0, 0, 4096};
@@ -462,7 +588,11 @@ int main(void)
                       "  for s0 in s4096\n"
                       "    for s1 in 2\n"
                       "      b0[s0*2+s1] = b1[(s0+s1)%s4096]\n";
-    hand(ctx, two, &o, two);
+    hand(ctx, two, &o,
+         "kernel k(out b0 f32[s4096*2], in b1 f32[s4096])\n"
+         "  for s0 in s4096\n"
+         "    for s1 in 2 unroll(2)\n"
+         "      b0[s0*2+s1] = b1[(s0+s1)%s4096]\n");
     hand(ctx,
          "kernel k(out b0 f32[s4096], in b1 f32[s4096])\n"
          "  for s0 in s4096\n"

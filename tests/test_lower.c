@@ -3,11 +3,13 @@
  * pointwise chain, softmax, layer_norm (reductions fused into the row
  * kernel; a value the output keeps is loaded back by later reductions at
  * their own index only), matmul+bias+relu (the transposed weight is index arithmetic) and
- * conv2d, each verified.
+ * conv2d + relu (a dot over the input's window view, the ReLU its tile epilogue), each verified.
  */
 #include "test.h"
 #include "../src/core.h"
 #include "../src/lower.h"
+#include "../src/loopopt.h"
+#include "../src/sched.h"
 
 /* Traces f, schedules, lowers every kernel; returns the dump of all kernels. */
 static int lower_all(kn_ctx *ctx, kn_tensor *y, char *buf, size_t cap, int *nk)
@@ -28,6 +30,48 @@ static int lower_all(kn_ctx *ctx, kn_tensor *y, char *buf, size_t cap, int *nk)
         ok = r == 0 && ir_verify(ctx, &k) == 0;
         if (ok) len += ir_print(&k, buf + len, len < cap ? cap - len : 0), (*nk)++;
     }
+    expr_free(&ex);
+    arena_free(&a);
+    return ok;
+}
+
+/* A convolution's lowering, kernel by kernel: a dot as the window that
+ * sched_window reads in its B operand, any other kernel as its loop IR
+ * after the loop passes. */
+static int conv_golden(kn_ctx *ctx, kn_tensor *y, kn_tensor *x, const char *want)
+{
+    Arena a;
+    arena_init(&a, ctx);
+    Schedule s;
+    ExprTable ex;
+    expr_init(&ex, ctx);
+    char buf[4096];
+    int ok = sched_build(ctx, ctx->trace, &y->node, 1, &a, &s) == 0;
+    size_t len = 0;
+    for (int i = 0; ok && i < s.nkernels; i++) {
+        uint32_t k = s.kernels[i], xn = 0;
+        const Node *n = &ctx->trace->nodes[k];
+        GemmWindow w;
+        if (n->op == OP_DOT) {
+            ok = sched_window(ctx->trace, s.materialised, n->src[1], &xn, &w) && xn == x->node;
+            const Node *xv = &ctx->trace->nodes[xn];
+            if (ok)
+                len += (size_t)snprintf(buf + len, sizeof buf - len,
+                                        "dot %%%u: B the windows of x (%lld, %lld, %lld, %lld): kernel %lldx%lld, "
+                                        "output %lldx%lld, stride %lldx%lld, dilation %lldx%lld, start %lldx%lld, "
+                                        "transposed %d\n",
+                                        (unsigned)k, (long long)xv->shape[0], (long long)xv->shape[1], (long long)xv->shape[2],
+                                        (long long)xv->shape[3], (long long)w.kh, (long long)w.kw, (long long)w.oh,
+                                        (long long)w.ow, (long long)w.sh, (long long)w.sw, (long long)w.dh,
+                                        (long long)w.dw, (long long)-w.ph, (long long)-w.pw, w.t);
+            continue;
+        }
+        Kernel e;
+        ok = lower_kernel(ctx, ctx->trace, &s, k, &ex, &a, &e) == 0 && ir_verify(ctx, &e) == 0 &&
+             loopopt_run(ctx, &e, NULL) == 0 && ir_verify(ctx, &e) == 0;
+        if (ok && len < sizeof buf) len += ir_print(&e, buf + len, sizeof buf - len);
+    }
+    CHECK_MSG(!ok || strcmp(buf, want) == 0, "lowered:\n%s", buf);
     expr_free(&ex);
     arena_free(&a);
     return ok;
@@ -186,16 +230,39 @@ int main(void)
            "mul(mul(mul(add(a0, b3[s1%4]), add(a0, b3[s1%4])), add(a0, b3[s1%4])), 0.044714998453855515)), "
            "0.7978845834732056)), 1))\n");
 
-    /* conv2d: the window slices and padding are index arithmetic feeding a dot */
+    /* conv2d, an implicit GEMM: a kernel for the dot of the weights (3, 2*3*3) and the window
+     * view of x, which sched_window reads as x's 3x3 windows (stride 2, padding 1: the first
+     * window starts at -1), so no im2col buffer; a second kernel writes the dot's (C, N*OH*OW)
+     * out as (N, C, OH, OW) */
     int64_t sx[4] = {1, 2, 5, 5}, sw[4] = {3, 2, 3, 3};
     kn_tensor *cx = kn_randn(ctx, KN_F32, 4, sx), *cw = kn_randn(ctx, KN_F32, 4, sw);
     kn_conv_opts co = {{2, 2}, {1, 1}, {1, 1}, {0, 0}, 1};
     ctx->trace = graph_new(ctx);
     kn_tensor *cy = kn_conv2d(ctx, cx, cw, NULL, &co);
-    char buf[16384];
-    int nk = 0;
-    CHECK_MSG(cy && lower_all(ctx, cy, buf, sizeof buf, &nk), "conv2d: %s", kn_last_error(ctx));
-    CHECK(nk >= 2 && strstr(buf, "_dot(") != NULL); /* the im2col operand, then the dot */
+    CHECK_MSG(cy && conv_golden(ctx, cy, cx,
+                                "dot %53: B the windows of x (1, 2, 5, 5): kernel 3x3, output 3x3, stride 2x2, "
+                                "dilation 1x1, start -1x-1, transposed 0\n"
+                                "kernel k56_reshape(out b0 f32[27], in b1 f32[27])\n"
+                                "  for s0 in 27 vector(8)\n"
+                                "    b0[s0] = b1[s0]\n"),
+              "conv2d: %s", kn_last_error(ctx));
+    graph_free(ctx->trace);
+    ctx->trace = NULL;
+    /* two images, dilation 2, no padding: the output kernel permutes (C, N, OH*OW) to (N, C, OH*OW) */
+    int64_t sx2[4] = {2, 2, 6, 5};
+    kn_tensor *cx2 = kn_randn(ctx, KN_F32, 4, sx2);
+    kn_conv_opts co2 = {{1, 1}, {0, 0}, {2, 1}, {0, 0}, 1};
+    ctx->trace = graph_new(ctx);
+    cy = kn_conv2d(ctx, cx2, cw, NULL, &co2);
+    CHECK_MSG(cy && conv_golden(ctx, cy, cx2,
+                                "dot %52: B the windows of x (2, 2, 6, 5): kernel 3x3, output 2x3, stride 1x1, "
+                                "dilation 2x1, start 0x0, transposed 0\n"
+                                "kernel k55_reshape(out b0 f32[36], in b1 f32[36])\n"
+                                "  for s0 in 2\n"
+                                "    for s1 in 3\n"
+                                "      for s2 in 6 unroll(6)\n"
+                                "        b0[s0*18+s1*6+s2] = b1[s0*6+s1*12+s2]\n"),
+              "conv2d: %s", kn_last_error(ctx));
     graph_free(ctx->trace);
     ctx->trace = NULL;
 

@@ -944,9 +944,9 @@ static void test_checks(int how)
     }
 }
 
-/* Every loop kind renders as a serial loop; an unused buffer and an
- * accumulator nobody reads compile; a shared load under a where branch
- * stays under it. */
+/* Every loop kind renders as a serial loop (unroll as its iterations written
+ * out); an unused buffer and an accumulator nobody reads compile; a shared
+ * load under a where branch stays under it. */
 static void test_loops(int how)
 {
     const char *text = "kernel loops(out b0 f32[24], in b1 f32[6], in b2 i32[4], out b3 f32[6])\n"
@@ -975,6 +975,21 @@ static void test_loops(int how)
         CHECK(ok);
     }
     buf_free(&g);
+    /* unroll(W): groups of W iterations written out, then the rest (5 = 2 + 2 + 1); all of them (4) */
+    const char *unr = "kernel unr(out b0 f32[10], in b1 f32[6], out b2 f32[8])\n"
+                      "  for s0 in 2\n"
+                      "    for s1 in 5 unroll(2)\n"
+                      "      b0[s0*5+s1] = add(b1[s0+s1], cast.f32(idx(s1)))\n"
+                      "    for s2 in 4 unroll(4)\n"
+                      "      b2[s0*4+s2] = mul(b1[s2], cast.f32(idx(s0)))\n";
+    float u0[10], u2[8];
+    void *ubufs[4] = {u0, b1, u2, NULL};
+    if (run_ir(how, unr, ubufs)) {
+        int ok = 1;
+        for (int i = 0; i < 10; i++) ok &= u0[i] == b1[i / 5 + i % 5] + (float)(i % 5);
+        for (int i = 0; i < 8; i++) ok &= u2[i] == b1[i % 4] * (float)(i / 4);
+        CHECK(ok);
+    }
 }
 
 /* a[0, n) and b[0, n) have the same bits, or are both NaN: which NaN a sum of
@@ -1207,6 +1222,83 @@ done:
     free(x), free(y[0]), free(y[1]), free(y[2]);
 }
 
+/* Runs text, a kernel of nb buffers (output b0 of n floats, every input
+ * x), in the scalar dialect, then in isa's on one thread and on a pool of
+ * 3: 1 if the three outputs agree bit for bit. */
+static int same_three(const CIsa *isa, const char *text, int nb, const float *x, int64_t n)
+{
+    float *y[3] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+    int ok = 0;
+    if (y[0] && y[1] && y[2]) {
+        for (int64_t i = 0; i < n; i++) y[0][i] = y[1][i] = y[2][i] = NAN;
+        KnParallel par = {port_parallel_for, 3};
+        void *b[3][4];
+        for (int r = 0; r < 3; r++) {
+            b[r][0] = y[r];
+            for (int i = 1; i < nb; i++) b[r][i] = (void *)x;
+            b[r][nb] = r == 2 ? &par : NULL;
+        }
+        ok = run_ir(PORT_CC, text, b[0]) && run_ir_isa(PORT_CC, isa, text, b[1]) && run_ir_isa(PORT_CC, isa, text, b[2]) &&
+             !memcmp(y[0], y[1], sizeof(float) * n) && !memcmp(y[0], y[2], sizeof(float) * n);
+    }
+    free(y[0]), free(y[1]), free(y[2]);
+    return ok;
+}
+
+/* Prefetches of the SIMD dialect (render.c, "the next row, prefetched"
+ * and "streams prefetched ahead"): a row kernel of two passes over rows of
+ * 1 KiB or more (a max, then x - max) prefetches the first pass's next
+ * row, one of rows under
+ * 1 KiB or of one pass does not; a long flat loop over buffers of 1 MiB or
+ * more prefetches each stream's lines ahead (4 lines a block for f32, 8
+ * for f64), a short one or one over small buffers does not. The results
+ * are the scalar dialect's bit for bit, on one thread and on three, with
+ * rows and extents that leave remainders. */
+static void test_prefetch(const CIsa *isa)
+{
+    const char *rows = "kernel rows(out b0 f32[8481], in b1 f32[8481])\n"
+                       "  for s0 in 33 parallel\n"
+                       "    acc a0 f32 max\n"
+                       "    for s1 in 257 vector(8)\n"
+                       "      a0 max= b1[s0*257+s1]\n"
+                       "    for s2 in 257 vector(8)\n"
+                       "      b0[s0*257+s2] = sub(b1[s0*257+s2], a0)\n";
+    const char *narrow = "kernel narrow(out b0 f32[8415], in b1 f32[8415])\n"
+                         "  for s0 in 33 parallel\n"
+                         "    acc a0 f32 max\n"
+                         "    for s1 in 255 vector(8)\n"
+                         "      a0 max= b1[s0*255+s1]\n"
+                         "    for s2 in 255 vector(8)\n"
+                         "      b0[s0*255+s2] = sub(b1[s0*255+s2], a0)\n";
+    const char *one = "kernel one(out b0 f32[8481], in b1 f32[8481])\n"
+                      "  for s0 in 33 parallel\n"
+                      "    for s1 in 257 vector(8)\n"
+                      "      b0[s0*257+s1] = exp(b1[s0*257+s1])\n";
+    const char *flat = "kernel flat(out b0 f32[262147], in b1 f32[262147], in b2 f32[262147])\n"
+                       "  for s0 in 262147 parallel\n"
+                       "    b0[s0] = add(mul(b1[s0], 1.5), b2[s0])\n";
+    const char *vec = "kernel vec(out b0 f32[262147], in b1 f64[262147])\n"
+                      "  for s0 in 262147 vector(8)\n"
+                      "    b0[s0] = cast.f32(exp(b1[s0]))\n";
+    const char *few = "kernel few(out b0 f32[4000], in b1 f32[4000])\n"
+                      "  for s0 in 4000 vector(8)\n"
+                      "    b0[s0] = mul(b1[s0], 3)\n";
+    EXPECT(renders_with(isa, rows, "KN_PREFETCH(&b1[s0*257 + s1]);"), "%s: the next row is not prefetched", isa->name);
+    EXPECT(!renders_with(isa, narrow, "KN_PREFETCH(&") && !renders_with(isa, one, "KN_PREFETCH(&"),
+           "%s: a narrow row, or a row of one pass, is prefetched", isa->name);
+    EXPECT(renders_with(isa, flat, "KN_PREFETCH(&b2[s0] + 48);") && renders_with(isa, flat, "KN_PREFETCH(&b0[s0] + 0);"),
+           "%s: a long flat loop's streams are not prefetched ahead", isa->name);
+    EXPECT(renders_with(isa, vec, "KN_PREFETCH(&b1[s0] + 56);") && !renders_with(isa, few, "KN_PREFETCH(&"),
+           "%s: f64 streams take 8 lines a block, a short loop none", isa->name);
+    enum { F = 262147 };
+    float *x = malloc(sizeof(float) * F);
+    if (!CHECK(x)) return;
+    for (int i = 0; i < F; i++) x[i] = (float)uniform(-3, 3);
+    EXPECT(same_three(isa, rows, 2, x, 8481), "%s: prefetched rows differ from the scalar dialect's", isa->name);
+    EXPECT(same_three(isa, flat, 3, x, F), "%s: a prefetched flat loop differs from the scalar dialect's", isa->name);
+    free(x);
+}
+
 /* snprintf contract, and text that does not depend on cap. */
 static void test_text(void)
 {
@@ -1369,7 +1461,7 @@ int main(void)
         for (const CIsa *i = c_isas; i->name; i++)
             if (!strcmp(i->name, c_isa_host()->name) || !strcmp(i->name, "sse2") ||
                 (!strcmp(i->name, "avx2") && !strcmp(c_isa_host()->name, "avx512")))
-                test_stream(i);
+                test_stream(i), test_prefetch(i);
     for (int d = 0; d < KN_NDTYPES; d++) test_elementwise(ctx, (kn_dtype)d);
     test_casts(ctx);
     for (int d = 0; d < KN_NDTYPES; d++)
