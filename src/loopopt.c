@@ -43,6 +43,9 @@ struct Opt {
     int var_o, var_i;  /* collapse: the outer and inner vars */
     int64_t ext_i;     /* collapse: the inner extent */
     int64_t ext_o;     /* collapse: the outer extent (0: shape symbols) */
+    int split_v, split_r; /* split: the loop's var and the new inner one */
+    int64_t split_c;   /* split: the divisor */
+    int splits;        /* split: loops split so far */
     int64_t hint;      /* LoopOptions.hint */
     int hinting;       /* range() takes shape symbols as hint (marks' work and widths only) */
     int oom;
@@ -430,7 +433,7 @@ static int affine(ExprTable *t, ExprId e, int v, int64_t *coef, ExprId *rest)
     return *rest != 0;
 }
 
-/* ---- pass 2: collapse ----
+/* ---- pass 3: collapse ----
  * for o in Eo { for i in Ei { body } }  =>  for o in Eo*Ei { body' } when
  * every index of body is rest + b*Ei*o + b*i: then it is rest + b*o' where
  * o' = o*Ei + i runs over the same iterations in the same order. Where Eo is
@@ -530,7 +533,215 @@ static int collapse_block(Opt *o, IrRef s)
     return 0;
 }
 
-/* ---- pass 3: marks ---- */
+/* ---- pass 2: split ----
+ * for v in E { body }  =>  for v in E/c { for r in c { body[v := v*c + r] } }
+ * when c divides E and the body's indices divide or reduce v by a multiple
+ * of c: with r in [0, c), (v*c + r)//c is v and (v*c + r)%c is r, so a
+ * flattened index read back through a reshape or a permute ((s1//1024)*65536
+ * + s1%1024 over a loop of 16384) becomes affine in each of the two loops.
+ * The iterations run in the same order, so nothing computes differently; a
+ * target pays for the division and modulo in every iteration of the inner
+ * loop (a real division under TinyCC; a strided gather instead of a vector
+ * load for cc). Candidates are the divisors c of such divisions whose gcd
+ * with E is neither 1 nor E; the one that leaves the fewest divisions and
+ * moduli of loop vars in the body's indices wins, if it leaves fewer than
+ * there were, and the two loops are split again while one does. Collapse,
+ * which runs after, joins back the loops an index does not need apart. */
+
+enum { SPLIT_MAX = 16, SPLIT_CANDS = 8 }; /* splits in one kernel; divisors tried per loop */
+
+/* e with s_v replaced by s_v*c + s_r (split_v, split_c, split_r) */
+static ExprId subst(Opt *o, ExprId e)
+{
+    const ExprNode *x = expr_node(o->ex, e);
+    ExprTable *t = o->ex;
+    ExprId args[EXPR_MAX_ARGS], r;
+    if (!x || !expr_has_sym(t, e, o->split_v)) return e;
+    if (x->kind == EX_SYM)
+        return expr_add(t, expr_mul(t, e, expr_const(t, o->split_c)), expr_sym(t, o->split_r));
+    int kind = x->kind, n = x->n;
+    int64_t k0 = x->c;
+    memcpy(args, x->args, (size_t)n * sizeof *args); /* x may move as the table grows */
+    for (int i = 0; i < n; i++) args[i] = subst(o, args[i]);
+    switch (kind) {
+    case EX_ADD:
+        r = expr_const(t, k0);
+        for (int i = 0; i < n; i++) r = expr_add(t, r, args[i]);
+        return r;
+    case EX_MUL:
+        r = expr_const(t, k0);
+        for (int i = 0; i < n; i++) r = expr_mul(t, r, args[i]);
+        return r;
+    case EX_FLOORDIV: return expr_floordiv(t, args[0], args[1]);
+    case EX_MOD: return expr_mod(t, args[0], args[1]);
+    case EX_MAX: return expr_max(t, args[0], args[1]);
+    case EX_MIN: return expr_min(t, args[0], args[1]);
+    default: return e;
+    }
+}
+
+static ExprId split_fx(Opt *o, ExprId e) { return simplify(o, subst(o, e)); }
+
+/* Divisions and moduli in e whose numerator names a loop var. */
+static int divisions(const Opt *o, ExprId e)
+{
+    const ExprNode *x = expr_node(o->ex, e);
+    int n = 0;
+    if (!x || x->kind == EX_CONST || x->kind == EX_SYM) return 0;
+    if (x->kind == EX_FLOORDIV || x->kind == EX_MOD) {
+        for (int v = 0; v < o->k->nvars && !n; v++) n = expr_has_sym(o->ex, x->args[0], v);
+    }
+    for (int i = 0; i < x->n; i++) n += divisions(o, x->args[i]);
+    return n;
+}
+
+/* Adds to cands (up to SPLIT_CANDS) gcd(c, E) of each division or modulo
+ * of e by a positive constant c whose numerator names s_v. */
+static void note_divisors(const Opt *o, ExprId e, int v, int64_t E, int64_t *cands, int *n)
+{
+    const ExprNode *x = expr_node(o->ex, e);
+    int64_t c;
+    if (!x || x->kind == EX_CONST || x->kind == EX_SYM) return;
+    if ((x->kind == EX_FLOORDIV || x->kind == EX_MOD) && expr_has_sym(o->ex, x->args[0], v) &&
+        positive_const(o->ex, x->args[1], &c) && (c = gcd64(c, E)) > 1 && c < E) {
+        int seen = 0;
+        for (int i = 0; i < *n; i++) seen |= cands[i] == c;
+        if (!seen && *n < SPLIT_CANDS) cands[(*n)++] = c;
+    }
+    for (int i = 0; i < x->n; i++) note_divisors(o, x->args[i], v, E, cands, n);
+}
+
+/* What the indices below a loop make of a split: the divisions they hold
+ * (with fx NULL), or would hold after it (fx split_fx, the split's ranges
+ * bound), and the divisors they offer (cands non-NULL). */
+typedef struct {
+    IndexFn fx;
+    int v;
+    int64_t E, *cands;
+    int ncands, divs, bad;
+    uint8_t *seen; /* per node */
+} SplitScan;
+
+static void scan_index(Opt *o, SplitScan *sc, ExprId e)
+{
+    ExprId y = sc->fx ? sc->fx(o, e) : e;
+    if (!y) sc->bad = 1;
+    sc->divs += divisions(o, y);
+    if (sc->cands) note_divisors(o, e, sc->v, sc->E, sc->cands, &sc->ncands);
+}
+
+static void scan_value(Opt *o, SplitScan *sc, IrRef r)
+{
+    const IrNode *x = &o->k->nodes[r];
+    if (sc->seen[r]) return;
+    sc->seen[r] = 1;
+    if (x->kind == IR_LOAD || x->kind == IR_INDEX || x->kind == IR_RAND) scan_index(o, sc, x->index);
+    for (int i = 0; i < ir_nsrc(x); i++) scan_value(o, sc, i == 0 ? x->a : i == 1 ? x->b : x->c);
+}
+
+static void scan_block(Opt *o, SplitScan *sc, IrRef s)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        IrNode x = o->k->nodes[s];
+        if (x.kind == IR_LOOP) {
+            if (expr_has_sym(o->ex, x.index, sc->v)) sc->bad = 1; /* an extent that changes with s_v */
+            bind(o, &x, 1);
+            scan_block(o, sc, x.child);
+            bind(o, &x, 0);
+        }
+        if (x.kind == IR_STORE) scan_index(o, sc, x.index);
+        if (x.kind == IR_STORE && x.b) scan_value(o, sc, x.b);
+        if (x.kind == IR_STORE || x.kind == IR_UPDATE) scan_value(o, sc, x.a);
+    }
+}
+
+/* Scans the body of loop l; 0 or KN_ENOMEM. */
+static int split_scan(Opt *o, IrRef l, SplitScan *sc)
+{
+    sc->seen = kn_alloc(o->ctx, o->k->n);
+    if (!sc->seen) return KN_ENOMEM;
+    memset(sc->seen, 0, o->k->n);
+    scan_block(o, sc, o->k->nodes[l].child);
+    kn_dealloc(o->ctx, sc->seen, o->k->n);
+    sc->seen = NULL;
+    return 0;
+}
+
+/* Binds s_v to [0, E/c) and the new var s_r to [0, c) for a split of loop
+ * l by c (on), or back to l's own range (off). */
+static void bind_split(Opt *o, IrRef l, int64_t c, int on)
+{
+    IrNode x = o->k->nodes[l];
+    bind(o, &x, 1);
+    int64_t e;
+    if (on && o->known[x.var] && expr_as_const(o->ex, x.index, &e)) {
+        o->hi[x.var] = e / c - 1;
+        o->known[o->split_r] = 1, o->lo[o->split_r] = 0, o->hi[o->split_r] = c - 1;
+    } else {
+        o->known[o->split_r] = 0;
+    }
+    o->gen++;
+}
+
+/* Splits loop l (bound, with the loops around it) by its best divisor, if
+ * one pays: 1 split, 0 not, -1 out of memory. */
+static int split_once(Opt *o, IrRef l, int depth)
+{
+    Kernel *k = o->k;
+    IrNode x = k->nodes[l];
+    int64_t E, cands[SPLIT_CANDS], best = 0;
+    if (x.kind != IR_LOOP || x.dtype != LOOP_SERIAL || !positive_const(o->ex, x.index, &E) || E < 4 ||
+        depth >= IR_MAX_NEST || o->splits >= SPLIT_MAX)
+        return 0;
+    SplitScan sc = {NULL, x.var, E, cands, 0, 0, 0, NULL};
+    if (split_scan(o, l, &sc)) return -1;
+    if (sc.bad || !sc.ncands || !sc.divs) return 0;
+    int fewest = sc.divs;
+    o->split_v = x.var, o->split_r = k->nvars++; /* the trials' s_r, a var for range() */
+    for (int i = 0; i < sc.ncands; i++) {
+        SplitScan t = {split_fx, x.var, E, NULL, 0, 0, 0, NULL};
+        o->split_c = cands[i];
+        bind_split(o, l, cands[i], 1);
+        int err = split_scan(o, l, &t);
+        bind_split(o, l, cands[i], 0);
+        if (err) return k->nvars--, -1;
+        if (!t.bad && t.divs < fewest) fewest = t.divs, best = cands[i];
+    }
+    k->nvars--; /* ir_loop takes it */
+    if (!best) return 0;
+    IrBlock in = {l, 0};
+    ExprId outer = expr_const(o->ex, E / best);
+    IrRef r = outer ? ir_loop(k, &in, expr_const(o->ex, best), LOOP_SERIAL, 1) : 0; /* var o->split_r */
+    if (!r) return -1;
+    k->nodes[r].child = x.child, k->nodes[r].next = 0;
+    k->nodes[l].child = r;
+    o->split_c = best;
+    bind_split(o, l, best, 1);
+    int err = rewrite(o, r, split_fx);
+    bind_split(o, l, best, 0);
+    k->nodes[l].index = outer;
+    o->splits++;
+    return err ? -1 : 1;
+}
+
+/* Splits the loops of the block from s, outer first (depth: loops around). */
+static int split_block(Opt *o, IrRef s, int depth)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        if (o->k->nodes[s].kind != IR_LOOP) continue;
+        int r;
+        while ((r = split_once(o, s, depth)) == 1) {}
+        if (r < 0) return KN_ENOMEM;
+        IrNode x = o->k->nodes[s];
+        bind(o, &x, 1);
+        r = split_block(o, x.child, depth + 1);
+        bind(o, &x, 0);
+        if (r) return r;
+    }
+    return 0;
+}
+
+/* ---- pass 4: marks ---- */
 
 /* Elements of work in loop l: its extent times the statements below,
  * loops counted by their work; -1 when an extent is not constant. */
@@ -810,12 +1021,13 @@ int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *opt)
     if (!opt) memset(&none, 0, sizeof none), opt = &none;
     memset(&o, 0, sizeof o);
     o.ctx = ctx, o.k = k, o.ex = k->ex, o.hint = opt->hint;
-    size_t nv = (size_t)k->nvars + 1, bytes = nv * (2 * sizeof(int64_t) + sizeof(ExprId) + 1);
+    size_t nv = (size_t)k->nvars + SPLIT_MAX + 1, bytes = nv * (2 * sizeof(int64_t) + sizeof(ExprId) + 1);
     void *mem = kn_alloc(ctx, bytes);
     if (!mem) return kn_errs(ctx, KN_ENOMEM, "loopopt: kernel %.31s: out of memory", k->name);
     memset(mem, 0, bytes);
     o.lo = mem, o.hi = o.lo + nv, o.ext = (ExprId *)(o.hi + nv), o.known = (uint8_t *)(o.ext + nv);
     if (!(opt->skip & LOOPOPT_NO_SIMPLIFY)) err = rewrite(&o, 0, simplify_fx);
+    if (!err && !(opt->skip & LOOPOPT_NO_SPLIT)) err = split_block(&o, k->body, 0);
     if (!err && !(opt->skip & LOOPOPT_NO_COLLAPSE)) err = collapse_block(&o, k->body);
     if (!err && !(opt->skip & LOOPOPT_NO_MARK)) err = mark(&o, opt);
     kn_dealloc(ctx, mem, bytes);

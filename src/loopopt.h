@@ -12,9 +12,14 @@
  * 1. simplify: with each loop var s_k in [0, extent_k), x%c becomes x and
  *    x//c becomes 0 when 0 <= x < c provably (interval arithmetic; more
  *    generally both fold whenever x stays inside one period of c);
- * 2. collapse: a loop whose body is exactly one loop becomes one loop of
+ * 2. split: a loop of constant extent E whose indices divide or reduce its
+ *    var by c becomes two, of extents E/c and c (c dividing E), when that
+ *    leaves fewer divisions and moduli of loop vars in its indices:
+ *    (v*c + r)//c is v and (v*c + r)%c is r (a reshape of a permute read
+ *    back through a flat loop);
+ * 3. collapse: a loop whose body is exactly one loop becomes one loop of
  *    the product extent when every index is rest + b*(E_inner*outer + inner);
- * 3. mark: an outermost loop that does more than parallel_threshold
+ * 4. mark: an outermost loop that does more than parallel_threshold
  *    elements of work, whose iterations touch disjoint parts of every buffer
  *    it stores (an iteration may read back what it wrote: a row kernel's
  *    output) and which uses no accumulator declared outside it, becomes
@@ -23,7 +28,7 @@
  *    loaded and stored at different indices, and no accumulator declared
  *    inside becomes LOOP_VECTOR(vector_width) (updates of accumulators
  *    declared outside are allowed: targets give them lanes).
- * Only serial loops are collapsed or marked; kinds set before are kept.
+ * Only serial loops are split, collapsed or marked; kinds set before are kept.
  * Symbolic extents (shape symbols, IR_SHAPE_SYM) give no ranges, so
  * simplification never relies on a size's value, only on the one fact that
  * holds at every size: the var of a loop of extent E is in [0, E), so v%E is
@@ -39,7 +44,8 @@
 enum {
     LOOPOPT_NO_SIMPLIFY = 1, /* skip index simplification */
     LOOPOPT_NO_COLLAPSE = 2, /* skip loop collapsing */
-    LOOPOPT_NO_MARK = 4      /* skip parallel and vector marking */
+    LOOPOPT_NO_MARK = 4,     /* skip parallel and vector marking */
+    LOOPOPT_NO_SPLIT = 8     /* skip loop splitting */
 };
 
 typedef struct {

@@ -83,9 +83,10 @@ static int same_results(const Kernel *a, const Kernel *b)
  * dumps; checks ir_verify after each pass and equal results. */
 static void optimise(kn_ctx *ctx, Kernel *k, const LoopOptions *o, char *before, char *after, size_t cap)
 {
-    static const unsigned passes[3] = {LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK,
-                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_MARK,
-                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_COLLAPSE};
+    static const unsigned passes[4] = {LOOPOPT_NO_SPLIT | LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK,
+                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_MARK,
+                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_SPLIT | LOOPOPT_NO_MARK,
+                                       LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_SPLIT | LOOPOPT_NO_COLLAPSE};
     char text[8192], why[128];
     size_t lb = strlen(before), la = strlen(after);
     Kernel orig;
@@ -93,7 +94,7 @@ static void optimise(kn_ctx *ctx, Kernel *k, const LoopOptions *o, char *before,
     ir_init(&orig, k->arena, k->ex, k->name);
     CHECK_MSG(ir_parse(&orig, text, why, sizeof why) == 0, "%s", why);
     ir_print(k, before + lb, lb < cap ? cap - lb : 0);
-    for (int p = 0; p < 3; p++) { /* one pass at a time, in loopopt_run's order */
+    for (int p = 0; p < 4; p++) { /* one pass at a time, in loopopt_run's order */
         LoopOptions one = *o;
         one.skip = o->skip | passes[p];
         CHECK_MSG(loopopt_run(ctx, k, &one) == 0, "%s", kn_last_error(ctx));
@@ -414,6 +415,38 @@ int main(void)
            "  for s1 in 64\n"
            "    b2[s1] = 1\n"
            "    b0[s1] = b2[-s1+63]\n");
+    /* split: a permute read back through a flat loop of 12 = 3*4 (b1 is (4, 3), b0 its
+     * transpose (3, 4) flattened) divides by 4; split by 4, the index is affine in both loops; a
+     * flipped 3x3 window read through a loop of 18 = 2*9 splits by 9, where simplify makes the
+     * rest s6%3+s6//3*3 of one window s6 again; an odd extent (7) has no divisor of 2 to split by; and
+     * s1%2 over 6 splits into a phase loop of 2 that a mask reads through idx() */
+    hand(ctx,
+         "kernel k(out b0 f32[24], in b1 f32[24], out b2 f32[36], in b3 f32[36], out b4 f32[14], "
+         "in b5 f32[14], out b6 i64[12])\n"
+         "  for s0 in 2\n"
+         "    for s1 in 12\n"
+         "      b0[s0*12+s1] = b1[s0*12+s1//4+s1%4*3]\n"
+         "    for s2 in 18\n"
+         "      b2[s0*18+s2] = b3[s0*18+s2//9*9-s2%3-s2//3%3*3+8]\n"
+         "    for s3 in 7\n"
+         "      b4[s0*7+s3] = b5[s0*7+s3//2+s3%2*3]\n"
+         "    for s4 in 6\n"
+         "      b6[s0*6+s4] = idx(s4//2+s4%2)\n",
+         &o,
+           "kernel k(out b0 f32[24], in b1 f32[24], out b2 f32[36], in b3 f32[36], out b4 f32[14], "
+           "in b5 f32[14], out b6 i64[12])\n"
+           "  for s0 in 2\n"
+           "    for s1 in 3\n"
+           "      for s5 in 4\n"
+           "        b0[s0*12+s1*4+s5] = b1[s0*12+s1+s5*3]\n"
+           "    for s2 in 2\n"
+           "      for s6 in 9\n"
+           "        b2[s0*18+s2*9+s6] = b3[s0*18+s2*9-s6+8]\n"
+           "    for s3 in 7\n"
+           "      b4[s0*7+s3] = b5[s0*7+s3//2+s3%2*3]\n"
+           "    for s4 in 3\n"
+           "      for s7 in 2\n"
+           "        b6[s0*6+s4*2+s7] = idx(s4+s7)\n");
     /* options: a small threshold and width 4 */
     hand(ctx,
          "kernel k(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"
