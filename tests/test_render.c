@@ -722,6 +722,7 @@ static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
 }
 
 static int run_ir(int how, const char *text, void **bufs) { return run_ir_isa(how, NULL, text, bufs); }
+static int renders_with(const CIsa *isa, const char *text, const char *want);
 
 #ifndef __wasi__
 /* The "c" target's build (c_cc_flags: cc's options, with the ISA's and no FP
@@ -977,6 +978,55 @@ static void test_loops(int how)
     buf_free(&g);
 }
 
+/* The scalar dialect's innermost loops (render.c, put_unrolled): accesses
+ * at strides 1, -1, 2 and 0 through pointers set once per group of 4, no
+ * multiply left in the statements; extents of 13 and 7 (groups and a rest);
+ * a sum chained through a group's copies, the same bits as the serial sum;
+ * a load under a where that reads past its buffer (b1 ends at a guard page)
+ * where the mask is false: it joins the pointer of an unconditional load of
+ * the same buffer and is never made. */
+static void test_unrolled(int how)
+{
+    static const char text[] =
+        "kernel unr(out b0 f32[78], in b1 f32[96], out b2 f32[6], in b3 f32[6], out b4 f32[13])\n"
+        "  for s0 in 6\n"
+        "    for s1 in 13\n"
+        "      b0[s0*13+s1] = add(mul(b1[s0*16+s1+2], b3[s0]), b1[s0*16-s1+14])\n"
+        "    acc a0 f32 sum\n"
+        "    for s2 in 7\n"
+        "      a0 += mul(b1[s0*16+s2*2], b1[s0*16+s2*2+1])\n"
+        "    b2[s0] = a0\n"
+        "  for s3 in 13\n"
+        "    b4[s3] = add(b1[s3+83], where(cmplt(idx(s3), 12:i64), b1[s3+84], 0))\n";
+    if (how == PORT_TCC) {
+        CHECK(renders_with(NULL, text, "s1_q0[3] = (s1_q1[3] * s1_q2[0]) + s1_q3[-3];"));
+        CHECK(renders_with(NULL, text, "const float *s1_q3 = b1 + (s1_r3 - s1_o);"));
+        CHECK(renders_with(NULL, text, "a0 = ((((a0 + (s2_q0[0] * s2_q0[1])) + (s2_q0[2] * s2_q0[3])) + "
+                                       "(s2_q0[4] * s2_q0[5])) + (s2_q0[6] * s2_q0[7]));"));
+        CHECK(renders_with(NULL, text, "s3_q0[3] = s3_q1[3] + ((s3 < 12) ? s3_q1[4] : 0.0f);"));
+        CHECK(renders_with(c_isa_host(), text, "b0[s0*13 + s1] = (b1[s0*16 + s1 + 2] * b3[s0]) + b1[s0*16 - s1 + 14];"));
+    }
+    float b0[78], b2[6], b3[6], b4[13], in[96];
+    for (int i = 0; i < 96; i++) in[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+    for (int i = 0; i < 6; i++) b3[i] = 0.25f * (float)i - 0.6f;
+    Buf g;
+    if (!CHECK(buf_alloc(&g, sizeof in, 1))) return;
+    memcpy(g.p, in, sizeof in);
+    void *bufs[6] = {b0, g.p, b2, b3, b4, NULL};
+    if (run_ir(how, text, bufs)) {
+        int ok = 1;
+        for (int i = 0; i < 6; i++) {
+            float a = 0;
+            for (int j = 0; j < 13; j++) ok &= b0[i * 13 + j] == in[i * 16 + j + 2] * b3[i] + in[i * 16 - j + 14];
+            for (int j = 0; j < 7; j++) a = a + in[i * 16 + j * 2] * in[i * 16 + j * 2 + 1];
+            ok &= memcmp(&a, &b2[i], sizeof a) == 0;
+        }
+        for (int j = 0; j < 13; j++) ok &= b4[j] == in[j + 83] + (j < 12 ? in[j + 84] : 0.0f);
+        CHECK(ok);
+    }
+    buf_free(&g);
+}
+
 /* a[0, n) and b[0, n) have the same bits, or are both NaN: which NaN a sum of
  * two ends with is the compiler's choice (it may swap an add's operands) */
 static int same_or_nan(const float *a, const float *b, int n)
@@ -1185,7 +1235,9 @@ static void test_text(void)
     CHECK(c_render(kp, 2, small, sizeof small) == n && strlen(small) == sizeof small - 1);
     CHECK(full && memcmp(small, full, sizeof small - 1) == 0);
     CHECK(full && strstr(full, "void one(void **b)") && strstr(full, "void two(void **b)"));
-    CHECK(full && strstr(full, "kn_h2f(b1[-s0 + 3])") != NULL);
+    /* the scalar dialect reads b1 at 3 - s0 through a pointer set once per group of iterations */
+    CHECK(full && strstr(full, "const uint16_t *s0_q1 = b1 + (s0_r1 - s0_o);") != NULL);
+    CHECK(full && strstr(full, "kn_h2f(s0_q1[-3])") != NULL);
     CHECK(c_render(kp, 0, NULL, 0) < n); /* the prelude alone */
     free(full);
     expr_free(&ex);
@@ -1211,9 +1263,15 @@ static void test_select(int how, const CIsa *isa)
         "    for s3 in 4\n"
         "      a0 max= where(cmplt(idx(s2), idx(s3)), -inf, b1[s2*4+s3])\n"
         "    b3[s2] = a0\n";
-    CHECK(renders_with(isa, text, "= KN_SEL(s0 < s1, (-INFINITY), b1[s0*4 + s1]);"));
-    CHECK(renders_with(isa, text, "= ((s0*4 + s1) < 15) ? b1[s0*4 + s1 + 1] : 7.0f;"));
-    CHECK(renders_with(isa, text, "kn_accmaxf(a0, KN_SEL(s2 < s3, (-INFINITY), b1[s2*4 + s3]))"));
+    if (isa) {
+        CHECK(renders_with(isa, text, "= KN_SEL(s0 < s1, (-INFINITY), b1[s0*4 + s1]);"));
+        CHECK(renders_with(isa, text, "= ((s0*4 + s1) < 15) ? b1[s0*4 + s1 + 1] : 7.0f;"));
+        CHECK(renders_with(isa, text, "kn_accmaxf(a0, KN_SEL(s2 < s3, (-INFINITY), b1[s2*4 + s3]))"));
+    } else { /* the scalar dialect's loads through its pointers: the guarded one joins b1's */
+        CHECK(renders_with(isa, text, "s1_q0[1] = KN_SEL(s0 < s1, (-INFINITY), s1_q1[1]);"));
+        CHECK(renders_with(isa, text, "s1_q2[3] = ((s0*4 + s1) < 15) ? s1_q1[4] : 7.0f;"));
+        CHECK(renders_with(isa, text, "a0 = kn_accmaxf(a0, KN_SEL(s2 < s3, (-INFINITY), s3_q0[2]));"));
+    }
     float *in = malloc(64 * sizeof *in), *b1 = in + 48, b0[16], b2[16], b3[4];
     for (int i = 0; in && i < 16; i++) b1[i] = (float)(i * 7 % 11) - 5;
     void *bufs[4] = {b0, b1, b2, b3};
@@ -1307,7 +1365,8 @@ int main(void)
     test_select(PORT_CC, c_isa_host());
     if (port_jit_available(PORT_TCC)) test_shape_symbols(ctx, PORT_TCC, NULL);
     if (port_jit_available(PORT_CC)) test_shape_symbols(ctx, PORT_CC, c_isa_host());
-    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_checks(how), test_loops(how), test_math(how, NULL);
+    for (int how = PORT_TCC; how <= PORT_CC; how++)
+        test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
 #ifndef __wasi__
     if (port_jit_available(PORT_CC)) test_inlined(c_isa_host());

@@ -870,6 +870,10 @@ typedef struct {
     IrRef shared;     /* the value of consecutive statements, in temporary t<shared_temp> */
     int shared_temp;
     int checks;       /* the kernel has a check(): its functions name the error cell kn_err */
+    const struct Unroll *un; /* non-NULL: rendering copy un_u of an unrolled innermost loop's body (put_unrolled) */
+    int un_u;
+    int tsuffix;      /* temporaries are named t<N>_<un_u>: the copies of a chain of updates (put_chain) */
+    IrRef chain;      /* the update statement whose accumulator %a is the chain of copies before un_u */
 } R;
 
 #define MAX_BUFS 256 /* buffers whose use is tracked; beyond, all count as used */
@@ -994,6 +998,15 @@ static int hoist(const R *r, const Val *v)
 /* ---- values ---- */
 
 static void put_value(R *r, IrRef ref, IrRef user, int depth, int bare);
+static void put_chain(R *r, int u);
+static int put_access(R *r, int buf, ExprId index);
+
+/* Temporary n's name: t<n>, or t<n>_<copy> in a chain of updates' copies. */
+static void put_temp(R *r, int n)
+{
+    if (r->tsuffix) put(r->o, "t%d_%d", n, r->un_u);
+    else put(r->o, "t%d", n);
+}
 
 /* Parentheses: every template writes an atom or a parenthesised
  * expression, so operands nest safely; where a place delimits its operand
@@ -1039,6 +1052,7 @@ static void put_tmpl(R *r, const char *t, const IrNode *x, IrRef self, int depth
         }
         if (p[1] == 'f') put_str(r->o, fn ? fn : "");
         else if (p[1] == 'a' && r->lane >= 0) put(r->o, "a%d_l[s%d_l]", acc, r->lane);
+        else if (p[1] == 'a' && r->chain && r->un_u > 0) put_chain(r, r->un_u - 1);
         else if (p[1] == 'a') put(r->o, "a%d", acc);
         else put_value(r, operand(x, p[1] - '0'), self, depth + 1, delimited(t, p));
         p++;
@@ -1102,7 +1116,7 @@ static void put_value(R *r, IrRef ref, IrRef user, int depth, int bare)
         return;
     }
     if (v && v->temp >= 0) {
-        put(r->o, "t%d", v->temp);
+        put_temp(r, v->temp);
         return;
     }
     if (ref == r->shared) {
@@ -1125,10 +1139,12 @@ static void put_value(R *r, IrRef ref, IrRef user, int depth, int bare)
         break;
     case IR_LOAD:
         put_part_strip(r->o, dts[x->dtype].load, 0, bare);
-        put(r->o, "b%d[", (int)x->buf);
-        put_index(r->o, r->k->ex, x->index, 0);
-        if (x->a) put_str(r->o, " + "), put_value(r, x->a, ref, depth + 1, 0);
-        put_char(r->o, ']');
+        if (x->a || !put_access(r, x->buf, x->index)) {
+            put(r->o, "b%d[", (int)x->buf);
+            put_index(r->o, r->k->ex, x->index, 0);
+            if (x->a) put_str(r->o, " + "), put_value(r, x->a, ref, depth + 1, 0);
+            put_char(r->o, ']');
+        }
         put_part_strip(r->o, dts[x->dtype].load, 1, bare);
         break;
     case IR_CHECK:
@@ -1163,11 +1179,15 @@ static void put_temps(R *r, IrRef ref, IrRef user, int level)
     v->visited = 1;
     for (int i = 0; i < nops(x); i++) put_temps(r, operand(x, i), ref, level);
     if (!hoist(r, v)) return;
+    int n = v->temp >= 0 ? v->temp : r->ntemps++; /* a chain's later copies keep the first's numbers */
+    v->temp = -1; /* the value itself, not its name */
     indent(r->o, level);
-    put(r->o, "const %s t%d = ", dts[x->dtype].value, r->ntemps);
+    put(r->o, "const %s ", dts[x->dtype].value);
+    put_temp(r, n);
+    put_str(r->o, " = ");
     put_value(r, ref, user, 0, 1);
     put_str(r->o, ";\n");
-    v->temp = r->ntemps++;
+    v->temp = n;
 }
 
 /* Analyses value (of statement stmt) and declares its temporaries. */
@@ -1182,6 +1202,7 @@ static void begin_value(R *r, IrRef value, IrRef stmt, int level)
 static const char *const loop_kinds[] = {"serial", "parallel", "vector", "unroll", "gpu_block", "gpu_thread"};
 
 static void put_block(R *r, IrRef s, int level);
+static int innermost(const R *r, const IrNode *x);
 
 /* The statements of a block, or NULL past a broken kernel's end. */
 static const IrNode *stmt_at(const R *r, IrRef s) { return s && s < r->k->n ? &r->k->nodes[s] : NULL; }
@@ -1632,9 +1653,376 @@ static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
     put_str(r->o, "}\n");
 }
 
+/* ---- the scalar dialect's innermost loops ----
+ * TinyCC computes what the text says, each time it says it: an index like
+ * b1[s0*65536 + s1*1024 + s2] costs its multiplies and adds at every access
+ * of every iteration, locals live in memory, and an accumulator goes
+ * through memory at every update, whose next update waits on that store. So
+ * the scalar dialect writes an innermost loop out for it (put_unrolled):
+ * - an access whose index is a*s_v + rest + k (rest's terms free of the
+ *   loop's var s_v, k a constant) goes through the pointer of its stream
+ *   (its buffer, rest and a), set at each group of iterations to the
+ *   element that an access of the stream makes at the group's first
+ *   iteration, from rest's value computed once before the loop: the access
+ *   is then p[k' + u*a], a constant offset. A stream's pointer comes from
+ *   an access that every iteration makes (a store, or a load that is
+ *   evaluated unconditionally or stays in bounds over the loops' ranges),
+ *   so no pointer points outside its buffer; a load under a where's branch
+ *   joins a stream but never starts one;
+ * - the body is copied for UNROLL iterations a group (all of them when the
+ *   extent is a constant up to UNROLL; one when the body is large), the
+ *   copies in order; the rest of the extent runs one iteration at a time;
+ * - a body of updates only, whose values read none of the accumulators it
+ *   updates, updates each accumulator once a group by one expression that
+ *   chains the copies' values in order, ((a + x0) + x1) + ...: the same
+ *   operations in the same order, so the same bits, with the partial sums
+ *   in registers.
+ * The SIMD dialect's loops are cc's to optimise and stay as they were. */
+
+#define UNROLL 4             /* iterations a group */
+#define UNROLL_MAX_VALUES 40 /* a body of more values is not copied: its loop's overhead is small beside it */
+#define MAX_STREAMS 24
+#define MAX_ACCESSES 64
+
+typedef struct {
+    int buf;
+    ExprId index;  /* an access's index, for rest's terms */
+    int64_t a, k0; /* the stride in s_v; the constant of the access the pointer points at */
+    int rest;      /* the stream whose s<v>_r<rest> holds rest + k0 (the first with both); -1: none, 0 */
+} Stream;
+
+typedef struct {
+    int buf;
+    ExprId index;
+    int stream, safe; /* stream -1 until one takes it; safe: made at every iteration */
+    int64_t k;
+} Access;
+
+typedef struct Unroll {
+    int v, u;        /* the loop's var; copies a group */
+    int need_v;      /* the body names s_v outside its streams' accesses */
+    int chain;       /* updates only: chained (put_chain) */
+    Stream st[MAX_STREAMS];
+    Access ac[MAX_ACCESSES];
+    int nst, nac;
+} Unroll;
+
+/* Term e of a sum: c*s_v (1, *c = c) or free of s_v (1, *c = 0); 0 otherwise. */
+static int lin_term(const ExprTable *t, ExprId e, int v, int64_t *c)
+{
+    const ExprNode *x = expr_node(t, e), *f;
+    *c = 0;
+    if (!x) return 0;
+    if (x->kind == EX_SYM && x->c == v) return *c = 1, 1;
+    if (x->kind == EX_MUL && x->n == 1 && (f = expr_node(t, x->args[0])) && f->kind == EX_SYM && f->c == v)
+        return *c = x->c, 1;
+    return !expr_has_sym(t, e, v);
+}
+
+/* e = a*s_v + rest + k with rest's terms free of s_v: 1 (*a, *k), or 0. */
+static int lin(const ExprTable *t, ExprId e, int v, int64_t *a, int64_t *k)
+{
+    const ExprNode *x = expr_node(t, e);
+    *a = 0, *k = 0;
+    if (!x) return 0;
+    if (x->kind == EX_CONST) return *k = x->c, 1;
+    if (x->kind != EX_ADD) return lin_term(t, e, v, a);
+    *k = x->c;
+    for (int i = 0; i < x->n; i++) {
+        int64_t c;
+        if (!lin_term(t, x->args[i], v, &c)) return 0;
+        if (c && *a) return 0;
+        if (c) *a = c;
+    }
+    return 1;
+}
+
+/* The terms of e free of s_v and not constant (rest), into out; their count. */
+static int rest_terms(const ExprTable *t, ExprId e, int v, ExprId *out)
+{
+    const ExprNode *x = expr_node(t, e);
+    int n = 0;
+    if (!x || x->kind == EX_CONST) return 0;
+    if (x->kind != EX_ADD) {
+        if (!expr_has_sym(t, e, v)) out[n++] = e;
+        return n;
+    }
+    for (int i = 0; i < x->n; i++)
+        if (!expr_has_sym(t, x->args[i], v)) out[n++] = x->args[i];
+    return n;
+}
+
+static int same_rest(const ExprTable *t, ExprId e1, ExprId e2, int v)
+{
+    ExprId a[EXPR_MAX_ARGS], b[EXPR_MAX_ARGS];
+    int n = rest_terms(t, e1, v, a);
+    if (n != rest_terms(t, e2, v, b)) return 0;
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0; /* canonical sums order their terms */
+    return 1;
+}
+
+/* rest + k of index e, as put_index writes a sum */
+static void put_rest_index(Out *o, const ExprTable *t, ExprId e, int v, int64_t k)
+{
+    ExprId a[EXPR_MAX_ARGS];
+    int n = rest_terms(t, e, v, a);
+    for (int i = 0; i < n; i++) {
+        const ExprNode *y = expr_node(t, a[i]);
+        if (y && y->kind == EX_MUL) put_term(o, t, y->c, y->args, y->n, i == 0);
+        else put_term(o, t, 1, &a[i], 1, i == 0);
+    }
+    if (!n) put_int(o, k, 0);
+    else if (k > 0) put(o, " + %lld", (long long)k);
+    else if (k == INT64_MIN) put_str(o, " + INT64_MIN");
+    else if (k < 0) put(o, " - %lld", -(long long)k);
+}
+
+/* The access of buffer buf at index, if the body's plan has one. */
+static Access *un_find(Unroll *un, int buf, ExprId index)
+{
+    for (int i = 0; i < un->nac; i++)
+        if (un->ac[i].buf == buf && un->ac[i].index == index) return &un->ac[i];
+    return NULL;
+}
+
+/* Notes an access of the body; 0 when the plan has no room for it. */
+static int un_note(Unroll *un, const ExprTable *t, int buf, ExprId index, int safe)
+{
+    int64_t a, k;
+    Access *x = un_find(un, buf, index);
+    if (x) return x->safe |= safe, 1;
+    if (!lin(t, index, un->v, &a, &k)) return un->need_v |= expr_has_sym(t, index, un->v), 1; /* as written */
+    if (un->nac == MAX_ACCESSES) return 0;
+    x = &un->ac[un->nac++];
+    x->buf = buf, x->index = index, x->safe = safe, x->k = k, x->stream = -1;
+    return 1;
+}
+
+/* Loads of statement s's value into the plan (the DAG built), and whether
+ * the body names s_v elsewhere; 0 when the plan has no room. */
+static int un_loads(R *r, Unroll *un)
+{
+    const Kernel *k = r->k;
+    for (int i = 0; i < r->d->n; i++) {
+        const IrNode *x = &k->nodes[r->d->v[i].ref];
+        int64_t lo, hi, size;
+        if (x->kind == IR_LOAD && !x->a) {
+            int safe = r->d->v[i].uncond ||
+                       (x->buf >= 0 && x->buf < k->nbufs && expr_as_const(k->ex, k->bufs[x->buf].size, &size) &&
+                        loopopt_range(k, x->index, &lo, &hi) && lo >= 0 && hi < size);
+            if (!un_note(un, k->ex, x->buf, x->index, safe)) return 0;
+        } else if ((x->kind == IR_LOAD || x->kind == IR_INDEX || x->kind == IR_RAND) &&
+                   expr_has_sym(k->ex, x->index, un->v)) {
+            un->need_v = 1;
+        }
+    }
+    return 1;
+}
+
+/* Plans the scalar dialect's writing of innermost loop x (above): 1, or 0
+ * to write it as it is (nothing goes through a pointer, or the plan has no
+ * room). */
+static int un_plan(R *r, const IrNode *x, Unroll *un)
+{
+    const Kernel *k = r->k;
+    int64_t e, a, kk;
+    int values = 0, updates = 0, stores = 0;
+    memset(un, 0, sizeof *un);
+    un->v = x->var;
+    for (IrRef s = x->child; s; s = k->nodes[s].next) {
+        const IrNode *y = stmt_at(r, s);
+        if (!y || (y->kind != IR_STORE && y->kind != IR_UPDATE && y->kind != IR_ACC)) return 0;
+        if (y->kind == IR_ACC) {
+            updates = stores = 1 << 20; /* a declaration in the body: no chain */
+            continue;
+        }
+        if (y->kind == IR_STORE) {
+            stores++;
+            if (!y->b && !un_note(un, k->ex, y->buf, y->index, 1)) return 0;
+            if (y->b || !lin(k->ex, y->index, un->v, &a, &kk)) un->need_v |= expr_has_sym(k->ex, y->index, un->v);
+            if (y->b && (!dag_build(r, y->b, s) || !un_loads(r, un))) return 0;
+        } else {
+            updates++;
+        }
+        if (!dag_build(r, y->a, s) || !un_loads(r, un)) return 0;
+        values += r->d->n;
+        for (int i = 0; y->kind == IR_UPDATE && i < r->d->n; i++) { /* a chain reads no accumulator it updates */
+            const IrNode *v = &k->nodes[r->d->v[i].ref];
+            for (IrRef t = x->child; v->kind == IR_ACCVAL && t; t = k->nodes[t].next)
+                if (k->nodes[t].kind == IR_UPDATE && k->nodes[t].var == v->var) stores = 1 << 20;
+        }
+        const IrNode *z = stmt_at(r, y->next);
+        if (z && (z->kind == IR_STORE || z->kind == IR_UPDATE) && z->a == y->a) stores = 1 << 20; /* a shared value */
+    }
+    for (int i = 0; i < un->nac; i++) { /* streams: started by safe accesses, joined by any */
+        Access *c = &un->ac[i];
+        lin(k->ex, c->index, un->v, &a, &kk);
+        for (int j = 0; j < un->nst && c->stream < 0; j++)
+            if (un->st[j].buf == c->buf && un->st[j].a == a && same_rest(k->ex, un->st[j].index, c->index, un->v))
+                c->stream = j;
+        if (c->stream < 0 && c->safe && un->nst < MAX_STREAMS) {
+            Stream *st = &un->st[un->nst];
+            st->buf = c->buf, st->index = c->index, st->a = a, st->k0 = c->k;
+            ExprId terms[EXPR_MAX_ARGS];
+            st->rest = rest_terms(k->ex, c->index, un->v, terms) || c->k ? un->nst : -1;
+            for (int j = 0; j < un->nst && st->rest == un->nst; j++)
+                if (un->st[j].rest == j && un->st[j].k0 == c->k && same_rest(k->ex, un->st[j].index, c->index, un->v))
+                    st->rest = j;
+            c->stream = un->nst++;
+        }
+    }
+    for (int i = 0; i < un->nac; i++) /* an access no stream took is written as it was */
+        if (un->ac[i].stream < 0) un->need_v |= expr_has_sym(k->ex, un->ac[i].index, un->v);
+    if (!un->nst) return 0;
+    un->u = values > UNROLL_MAX_VALUES ? 1 : UNROLL;
+    if (x->var != r->range && expr_as_const(k->ex, x->index, &e) && e < un->u) un->u = e > 1 ? (int)e : 1;
+    un->chain = un->u > 1 && updates && !stores && !un->need_v; /* a chain is one expression: no s_v to declare */
+    return 1;
+}
+
+/* The access of buffer buf at index in the copy being written, as its
+ * stream's pointer: 1, or 0 when it has none (written as it was). */
+static int put_access(R *r, int buf, ExprId index)
+{
+    Access *c = r->un ? un_find((Unroll *)r->un, buf, index) : NULL;
+    if (!c || c->stream < 0) return 0;
+    const Stream *st = &r->un->st[c->stream];
+    put(r->o, "s%d_q%d[", r->un->v, c->stream);
+    put_int(r->o, c->k - st->k0 + (int64_t)r->un_u * st->a, 0);
+    put_char(r->o, ']');
+    return 1;
+}
+
+/* The update expression of copy u of the chain (r->chain), its
+ * accumulator the chain of the copies before it. */
+static void put_chain(R *r, int u)
+{
+    IrRef s = r->chain;
+    const IrNode *x = &r->k->nodes[s], *v = value_at(r->k, x->a, s);
+    kn_dtype dt = (kn_dtype)(v ? v->dtype : KN_F32);
+    int fl = dt_is_float(dt), saved = r->un_u;
+    const OpFmt *f = &ops[x->op == OP_RMAX ? OP_RMAX : OP_SUM];
+    IrNode self = *x;
+    self.dtype = (uint8_t)dt;
+    r->un_u = u;
+    int wrap = fl && f->wrap;
+    if (wrap) put_part(r->o, dts[dt].wrap, 0);
+    put_tmpl(r, fl ? f->flt : f->integer, &self, s, 0, x->var, 0);
+    if (wrap) put_part(r->o, dts[dt].wrap, 1);
+    r->un_u = saved;
+}
+
+/* One group of n copies of x's body from iteration `base` (a C name; the
+ * loop's var itself if own, else each copy declares it where the body names
+ * it): the streams' pointers, then the copies. */
+static void put_group(R *r, const IrNode *x, Unroll *un, const char *base, int own, int n, int level)
+{
+    const Kernel *k = r->k;
+    int v = x->var;
+    for (int i = 0; i < un->nst; i++) {
+        const Stream *st = &un->st[i];
+        const IrBuf *b = &k->bufs[st->buf];
+        int rest = st->rest >= 0;
+        indent(r->o, level);
+        put(r->o, "%s%s *s%d_q%d = b%d", b->role == BUF_IN ? "const " : "", dts[b->dtype].store, v, i, st->buf);
+        if (rest || st->a) put_str(r->o, " + (");
+        if (rest) put(r->o, "s%d_r%d", v, st->rest);
+        if (st->a) put(r->o, "%s%s", st->a < 0 ? (rest ? " - " : "-") : rest ? " + " : "", base);
+        if (st->a != 1 && st->a != -1 && st->a) put(r->o, "*%lld", st->a < 0 ? -(long long)st->a : (long long)st->a);
+        put_str(r->o, rest || st->a ? ");\n" : ";\n");
+    }
+    r->un = un;
+    if (un->chain) {
+        for (IrRef s = x->child; s; s = k->nodes[s].next) {
+            const IrNode *y = &k->nodes[s];
+            if (!dag_build(r, y->a, s)) continue; /* planned: cannot fail */
+            r->tsuffix = 1;
+            for (int u = 0; u < n; u++) {
+                for (int i = 0; i < r->d->n; i++) r->d->v[i].visited = 0;
+                r->un_u = u;
+                put_temps(r, y->a, s, level);
+            }
+            indent(r->o, level);
+            put(r->o, "a%d = ", (int)y->var);
+            r->chain = s;
+            put_chain(r, n - 1);
+            r->chain = 0, r->tsuffix = 0;
+            put_str(r->o, ";\n");
+        }
+    } else {
+        int decl = un->need_v && !own;
+        for (int u = 0; u < n; u++) {
+            r->un_u = u;
+            if (decl) {
+                indent(r->o, level);
+                put(r->o, "{ const int64_t s%d = %s + %d;\n", v, base, u);
+            }
+            put_block(r, x->child, level + decl);
+            if (decl) indent(r->o, level), put_str(r->o, "}\n");
+        }
+    }
+    r->un = NULL, r->un_u = 0;
+}
+
+/* Innermost loop x of the scalar dialect as planned (un_plan): rest's
+ * values, whole groups, then the iterations left one by one. */
+static void put_unrolled(R *r, const IrNode *x, Unroll *un, int level)
+{
+    const Kernel *k = r->k;
+    int v = x->var, range = x->var == r->range;
+    int64_t e = 0;
+    int whole = un->u > 1 && !range && expr_as_const(k->ex, x->index, &e) && e % un->u == 0; /* none left */
+    char base[32];
+    indent(r->o, level);
+    put(r->o, "{ /* s%d: %d iterations a group through pointers (scalar dialect) */\n", v, un->u);
+    for (int i = 0; i < un->nst; i++) {
+        const Stream *st = &un->st[i];
+        if (st->rest != i) continue;
+        indent(r->o, level + 1);
+        put(r->o, "const int64_t s%d_r%d = ", v, i);
+        put_rest_index(r->o, k->ex, st->index, v, st->k0);
+        put_str(r->o, ";\n");
+    }
+    if (un->u > 1) {
+        indent(r->o, level + 1);
+        put(r->o, "int64_t s%d_o = %s;\n", v, range ? "lo" : "0");
+        indent(r->o, level + 1);
+        put(r->o, "for (; s%d_o + %d <= ", v, un->u);
+        if (range) put_str(r->o, "hi");
+        else put_index(r->o, k->ex, x->index, 1);
+        put(r->o, "; s%d_o += %d) {\n", v, un->u);
+        snprintf(base, sizeof base, "s%d_o", v);
+        put_group(r, x, un, base, 0, un->u, level + 2);
+        indent(r->o, level + 1);
+        put_str(r->o, "}\n");
+    }
+    if (!whole) {
+        indent(r->o, level + 1);
+        if (un->u > 1) put(r->o, "for (int64_t s%d = s%d_o; s%d < ", v, v, v);
+        else put(r->o, "for (int64_t s%d = %s; s%d < ", v, range ? "lo" : "0", v);
+        if (range) put_str(r->o, "hi");
+        else put_index(r->o, k->ex, x->index, 0);
+        put(r->o, "; s%d++) {\n", v);
+        snprintf(base, sizeof base, "s%d", v);
+        Unroll one = *un;
+        one.chain = 0;
+        put_group(r, x, &one, base, 1, 1, level + 2);
+        indent(r->o, level + 1);
+        put_str(r->o, "}\n");
+    }
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
 static void put_loop(R *r, const IrNode *x, int level)
 {
     int accs[MAX_LANE_ACCS], na = -1;
+    Unroll un;
+    if (!r->isa && !r->un && level <= IR_MAX_NEST && innermost(r, x) && un_plan(r, x, &un)) {
+        put_unrolled(r, x, &un, level);
+        return;
+    }
     if (r->isa && x->dtype == LOOP_VECTOR && r->lane < 0 && level <= IR_MAX_NEST) na = lane_accs(r, x, accs);
     if (na > 0) {
         put_lanes(r, x, accs, na, level);
@@ -1667,6 +2055,7 @@ static void put_loop(R *r, const IrNode *x, int level)
 /* b<buf>[index + offset], the element a store writes */
 static void put_elem(R *r, IrRef s, const IrNode *x)
 {
+    if (!x->b && put_access(r, x->buf, x->index)) return;
     put(r->o, "b%d[", (int)x->buf);
     put_index(r->o, r->k->ex, x->index, 0);
     if (x->b) put_str(r->o, " + "), put_value(r, x->b, s, 0, 0);
