@@ -723,6 +723,7 @@ static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
 
 static int run_ir(int how, const char *text, void **bufs) { return run_ir_isa(how, NULL, text, bufs); }
 static int renders_with(const CIsa *isa, const char *text, const char *want);
+static int same_or_nan(const float *a, const float *b, int n);
 
 #ifndef __wasi__
 /* The "c" target's build (c_cc_flags: cc's options, with the ISA's and no FP
@@ -1025,6 +1026,50 @@ static void test_unrolled(int how)
         CHECK(ok);
     }
     buf_free(&g);
+}
+
+/* A where of the scalar dialect whose mask reads a buffer and whose
+ * branches are cheap loads in bounds and constants (a ReLU's backward
+ * mask) is KN_TSEL, a select on bits under TinyCC; one whose mask is of
+ * indices (a pad's) stays a ?:, as does one with a call in a branch. Both
+ * give the same bits as the ?:, -0 and NaN payloads included, in f32 and
+ * f64. */
+static void test_data_select(int how)
+{
+    static const char text[] =
+        "kernel dsel(out b0 f32[37], in b1 bool[37], in b2 f32[37], in b3 bool[37], out b4 f64[37], in b5 f64[37], "
+        "out b6 f32[37])\n"
+        "  for s0 in 37\n"
+        "    b0[s0] = where(b1[s0], b2[s0], where(b3[s0], 0, b2[s0]))\n"
+        "    b4[s0] = where(b1[s0], neg(b5[s0]), 1.5:f64)\n"
+        "    b6[s0] = add(where(cmplt(idx(s0), 20:i64), b2[s0], 2), where(b3[s0], sqrt(b2[s0]), -0))\n";
+    if (how == PORT_TCC) {
+        CHECK(renders_with(NULL, text, "s0_q0[0] = KN_TSEL(s0_q1[0] != 0, t0, KN_TSEL(s0_q3[0] != 0, 0.0f, t0));"));
+        CHECK(renders_with(NULL, text, "s0_q4[0] = KN_TDSEL(s0_q1[0] != 0, -s0_q5[0], 1.5);"));
+        CHECK(renders_with(NULL, text, "s0_q6[0] = KN_SEL(s0 < 20, t1, 2.0f) + ((s0_q3[0] != 0) ? sqrtf(t1) : (-0.0f));"));
+        CHECK(renders_with(c_isa_host(), text, "b0[s0] = (b1[s0] != 0) ? b2[s0] : KN_SEL(b3[s0] != 0, 0.0f, b2[s0]);"));
+    }
+    uint8_t m1[37], m3[37];
+    float b0[37], b2[37], b6[37];
+    double b4[37], b5[37];
+    static const float sp[] = {-0.0f, 0.0f, 1.5f, -2.25f, INFINITY, -INFINITY, NAN};
+    uint32_t payload = 0x7fc12345u;
+    for (int i = 0; i < 37; i++) {
+        m1[i] = (uint8_t)((i * 7 + i / 3) % 2), m3[i] = (uint8_t)((i * 5) % 3 == 0);
+        b2[i] = i < 7 ? sp[i] : (float)(i % 9) - 4.0f;
+        b5[i] = i < 7 ? (double)sp[i] : (double)(i % 5) - 2.5;
+    }
+    memcpy(&b2[8], &payload, 4); /* a NaN of its own bits */
+    void *bufs[8] = {b0, m1, b2, m3, b4, b5, b6, NULL};
+    if (run_ir(how, text, bufs)) {
+        int ok = 1;
+        for (int i = 0; i < 37; i++) {
+            float w0 = m1[i] ? b2[i] : m3[i] ? 0.0f : b2[i], w6 = (i < 20 ? b2[i] : 2.0f) + (m3[i] ? sqrtf(b2[i]) : -0.0f);
+            double w4 = m1[i] ? -b5[i] : 1.5;
+            ok &= memcmp(&w0, &b0[i], 4) == 0 && memcmp(&w4, &b4[i], 8) == 0 && same_or_nan(&w6, &b6[i], 1);
+        }
+        CHECK(ok);
+    }
 }
 
 /* a[0, n) and b[0, n) have the same bits, or are both NaN: which NaN a sum of
@@ -1366,7 +1411,7 @@ int main(void)
     if (port_jit_available(PORT_TCC)) test_shape_symbols(ctx, PORT_TCC, NULL);
     if (port_jit_available(PORT_CC)) test_shape_symbols(ctx, PORT_CC, c_isa_host());
     for (int how = PORT_TCC; how <= PORT_CC; how++)
-        test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_math(how, NULL);
+        test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_data_select(how), test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
 #ifndef __wasi__
     if (port_jit_available(PORT_CC)) test_inlined(c_isa_host());
