@@ -18,6 +18,7 @@
  * combines like terms, so there is at most one).
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "loopopt.h"
@@ -43,9 +44,12 @@ struct Opt {
     int var_o, var_i;  /* collapse: the outer and inner vars */
     int64_t ext_i;     /* collapse: the inner extent */
     int64_t ext_o;     /* collapse: the outer extent (0: shape symbols) */
-    int split_v, split_r; /* split: the loop's var and the new inner one */
-    int64_t split_c;   /* split: the divisor */
+    int sub_v;         /* subst: s_v becomes s_v*sub_mul + sub_add */
+    int64_t sub_mul;
+    ExprId sub_add;
+    int split_r;       /* split: the new inner loop's var */
     int splits;        /* split: loops split so far */
+    uint32_t guard_max; /* guards: the nodes past which no loop is cut */
     int64_t hint;      /* LoopOptions.hint */
     int hinting;       /* range() takes shape symbols as hint (marks' work and widths only) */
     int oom;
@@ -295,6 +299,61 @@ static ExprId simplify(Opt *o, ExprId e)
 
 /* ---- rewriting values and statements ---- */
 
+/* [*lo, *hi] bounds integer value r (a constant or an index): 1, or 0. */
+static int int_range(Opt *o, IrRef r, int64_t *lo, int64_t *hi)
+{
+    const IrNode *x = &o->k->nodes[r];
+    if (x->kind == IR_CONST && !x->index && (x->dtype == KN_I64 || x->dtype == KN_I32 || x->dtype == KN_BOOL)) {
+        *lo = *hi = (int64_t)x->imm;
+        return in_big(*lo);
+    }
+    return x->kind == IR_INDEX && range(o, x->index, lo, hi);
+}
+
+/* A bool constant's value (0 or 1), or -1 if r is not one. */
+static int bool_const(const Kernel *k, IrRef r)
+{
+    const IrNode *x = &k->nodes[r];
+    return x->kind == IR_CONST && x->dtype == KN_BOOL ? x->imm != 0 : -1;
+}
+
+/* Value y (just built) folded where the ranges decide it: an index of one
+ * value is that constant; a compare of integer indices and constants whose
+ * ranges decide it is a bool constant; min and max of bools with a constant
+ * operand and a where with a constant mask are the operand they pick, and
+ * where(c, 1, 0) of bools is c. Integer and bool steps only, exact in every
+ * target: a float keeps its every operation (x + 0 is not x for x = -0). A
+ * pad's or a phase's mask is so decided once its loops are split where it
+ * changes (pass guards). */
+static IrRef fold(Opt *o, IrRef y)
+{
+    Kernel *k = o->k;
+    IrNode x = k->nodes[y];
+    int64_t l, h, l2, h2;
+    int a, b;
+    if (x.kind == IR_INDEX && range(o, x.index, &l, &h) && l == h) return ir_const(k, KN_I64, (double)l);
+    if (x.kind != IR_OP) return y;
+    switch (x.op) {
+    case OP_CMPLT:
+    case OP_CMPEQ:
+        if (!int_range(o, x.a, &l, &h) || !int_range(o, x.b, &l2, &h2)) return y;
+        if (x.op == OP_CMPLT && (h < l2 || l >= h2)) return ir_const(k, KN_BOOL, h < l2);
+        if (x.op == OP_CMPEQ && ((l == h && l2 == h2) || h < l2 || h2 < l)) return ir_const(k, KN_BOOL, l == h && l2 == h2 && l == l2);
+        return y;
+    case OP_MIN:
+    case OP_MAX:
+        if (x.dtype != KN_BOOL) return y;
+        a = bool_const(k, x.a), b = bool_const(k, x.b);
+        if (a == (x.op == OP_MAX) || b == (x.op == OP_MAX)) return ir_const(k, KN_BOOL, x.op == OP_MAX);
+        return a >= 0 ? x.b : b >= 0 ? x.a : y;
+    case OP_WHERE:
+        if ((a = bool_const(k, x.a)) >= 0) return a ? x.b : x.c;
+        if (x.dtype == KN_BOOL && bool_const(k, x.b) == 1 && bool_const(k, x.c) == 0) return x.a;
+        return y;
+    default: return y;
+    }
+}
+
 static IrRef rw_value(Opt *o, IrRef r)
 {
     Kernel *k = o->k;
@@ -317,6 +376,7 @@ static IrRef rw_value(Opt *o, IrRef r)
     }
     default: break; /* constants and accumulator values have no index */
     }
+    if (y) y = fold(o, y);
     if (!y) o->oom = 1, y = r;
     if (r < o->n0) o->memo[r] = y, o->stamp[r] = o->gen;
     return y;
@@ -433,106 +493,6 @@ static int affine(ExprTable *t, ExprId e, int v, int64_t *coef, ExprId *rest)
     return *rest != 0;
 }
 
-/* ---- pass 3: collapse ----
- * for o in Eo { for i in Ei { body } }  =>  for o in Eo*Ei { body' } when
- * every index of body is rest + b*Ei*o + b*i: then it is rest + b*o' where
- * o' = o*Ei + i runs over the same iterations in the same order. Where Eo is
- * 1, o is 0 and any coefficient of it will do: a unit loop (a batch or
- * group dim of 1) would otherwise stay outermost, and the parallel mark,
- * which only the outermost loops get, would split it over one thread. */
-
-/* Whether index e is rest + b*Ei*s_o + b*i (rest + a*s_o + b*i with Eo 1). */
-static int collapsible_expr(Opt *o, ExprId e)
-{
-    int64_t a, b;
-    ExprId r1, r2;
-    return affine(o->ex, e, o->var_o, &a, &r1) && affine(o->ex, r1, o->var_i, &b, &r2) && mul_ok(b, o->ext_i, &b) &&
-           (a == b || o->ext_o == 1);
-}
-
-static int collapsible_value(Opt *o, IrRef r)
-{
-    const IrNode *x = &o->k->nodes[r];
-    if (r < o->n0 && o->stamp[r] == o->gen) return 1; /* checked already */
-    if (r < o->n0) o->stamp[r] = o->gen;
-    switch (x->kind) {
-    case IR_LOAD: return collapsible_expr(o, x->index) && (!x->a || collapsible_value(o, x->a));
-    case IR_CHECK:
-        return !expr_has_sym(o->ex, x->index, o->var_o) && !expr_has_sym(o->ex, x->index, o->var_i) && collapsible_value(o, x->a);
-    case IR_INDEX:
-    case IR_RAND: return collapsible_expr(o, x->index);
-    case IR_OP:
-        return (!x->a || collapsible_value(o, x->a)) && (!x->b || collapsible_value(o, x->b)) &&
-               (!x->c || collapsible_value(o, x->c));
-    default: return 1;
-    }
-}
-
-static int collapsible_block(Opt *o, IrRef s)
-{
-    for (; s; s = o->k->nodes[s].next) {
-        const IrNode *x = &o->k->nodes[s];
-        if (x->kind == IR_LOOP) {
-            if (expr_has_sym(o->ex, x->index, o->var_o) || expr_has_sym(o->ex, x->index, o->var_i) ||
-                !collapsible_block(o, x->child))
-                return 0;
-        } else if (x->kind == IR_STORE && (!collapsible_expr(o, x->index) || (x->b && !collapsible_value(o, x->b)))) {
-            return 0;
-        }
-        if ((x->kind == IR_STORE || x->kind == IR_UPDATE) && !collapsible_value(o, x->a)) return 0;
-    }
-    return 1;
-}
-
-static ExprId collapse_index(Opt *o, ExprId e)
-{
-    int64_t a, b;
-    ExprId r1, r2;
-    if (!affine(o->ex, e, o->var_o, &a, &r1) || !affine(o->ex, r1, o->var_i, &b, &r2)) return 0;
-    return expr_add(o->ex, r2, expr_mul(o->ex, expr_const(o->ex, b), expr_sym(o->ex, o->var_o)));
-}
-
-/* Collapses loop l with the single loop of its body when allowed: 1 done,
- * 0 not, -1 out of memory. */
-static int collapse_once(Opt *o, IrRef l)
-{
-    Kernel *k = o->k;
-    IrRef in = k->nodes[l].child;
-    int64_t eo = 0, ei, e = 0;
-    if (!in || k->nodes[in].kind != IR_LOOP || k->nodes[in].next) return 0;
-    if (k->nodes[l].dtype != LOOP_SERIAL || k->nodes[in].dtype != LOOP_SERIAL) return 0;
-    int sym = !expr_as_const(o->ex, k->nodes[l].index, &eo); /* an outer extent of shape symbols */
-    if ((!sym && !positive_const(o->ex, k->nodes[l].index, &eo)) || !positive_const(o->ex, k->nodes[in].index, &ei) ||
-        (!sym && !mul_ok(eo, ei, &e)))
-        return 0;
-    o->var_o = k->nodes[l].var, o->var_i = k->nodes[in].var, o->ext_i = ei, o->ext_o = eo;
-    size_t bytes = (size_t)k->n * (sizeof *o->memo + sizeof *o->stamp);
-    void *mem = kn_alloc(o->ctx, bytes);
-    if (!mem) return -1;
-    memset(mem, 0, bytes);
-    o->memo = mem, o->stamp = (uint32_t *)(o->memo + k->n), o->n0 = k->n, o->gen = 1;
-    int ok = collapsible_block(o, k->nodes[in].child);
-    kn_dealloc(o->ctx, mem, bytes);
-    if (!ok) return 0;
-    if (rewrite(o, in, collapse_index)) return -1;
-    ExprId ext = sym ? expr_mul(o->ex, k->nodes[l].index, expr_const(o->ex, ei)) : expr_const(o->ex, e);
-    if (!ext) return -1;
-    k->nodes[l].index = ext;
-    k->nodes[l].child = k->nodes[in].child;
-    return 1;
-}
-
-static int collapse_block(Opt *o, IrRef s)
-{
-    for (; s; s = o->k->nodes[s].next) {
-        if (o->k->nodes[s].kind != IR_LOOP) continue;
-        int r;
-        while ((r = collapse_once(o, s)) == 1) {}
-        if (r < 0 || collapse_block(o, o->k->nodes[s].child)) return KN_ENOMEM;
-    }
-    return 0;
-}
-
 /* ---- pass 2: split ----
  * for v in E { body }  =>  for v in E/c { for r in c { body[v := v*c + r] } }
  * when c divides E and the body's indices divide or reduce v by a multiple
@@ -550,15 +510,14 @@ static int collapse_block(Opt *o, IrRef s)
 
 enum { SPLIT_MAX = 16, SPLIT_CANDS = 8 }; /* splits in one kernel; divisors tried per loop */
 
-/* e with s_v replaced by s_v*c + s_r (split_v, split_c, split_r) */
+/* e with s_v replaced by s_v*sub_mul + sub_add (v: sub_v) */
 static ExprId subst(Opt *o, ExprId e)
 {
     const ExprNode *x = expr_node(o->ex, e);
     ExprTable *t = o->ex;
     ExprId args[EXPR_MAX_ARGS], r;
-    if (!x || !expr_has_sym(t, e, o->split_v)) return e;
-    if (x->kind == EX_SYM)
-        return expr_add(t, expr_mul(t, e, expr_const(t, o->split_c)), expr_sym(t, o->split_r));
+    if (!x || !expr_has_sym(t, e, o->sub_v)) return e;
+    if (x->kind == EX_SYM) return expr_add(t, expr_mul(t, e, expr_const(t, o->sub_mul)), o->sub_add);
     int kind = x->kind, n = x->n;
     int64_t k0 = x->c;
     memcpy(args, x->args, (size_t)n * sizeof *args); /* x may move as the table grows */
@@ -697,10 +656,12 @@ static int split_once(Opt *o, IrRef l, int depth)
     if (split_scan(o, l, &sc)) return -1;
     if (sc.bad || !sc.ncands || !sc.divs) return 0;
     int fewest = sc.divs;
-    o->split_v = x.var, o->split_r = k->nvars++; /* the trials' s_r, a var for range() */
+    o->sub_v = x.var, o->split_r = k->nvars++; /* the trials' s_r, a var for range() */
+    o->sub_add = expr_sym(o->ex, o->split_r);
+    if (!o->sub_add) return k->nvars--, -1;
     for (int i = 0; i < sc.ncands; i++) {
         SplitScan t = {split_fx, x.var, E, NULL, 0, 0, 0, NULL};
-        o->split_c = cands[i];
+        o->sub_mul = cands[i];
         bind_split(o, l, cands[i], 1);
         int err = split_scan(o, l, &t);
         bind_split(o, l, cands[i], 0);
@@ -715,7 +676,7 @@ static int split_once(Opt *o, IrRef l, int depth)
     if (!r) return -1;
     k->nodes[r].child = x.child, k->nodes[r].next = 0;
     k->nodes[l].child = r;
-    o->split_c = best;
+    o->sub_mul = best, o->sub_add = expr_sym(o->ex, k->nodes[r].var);
     bind_split(o, l, best, 1);
     int err = rewrite(o, r, split_fx);
     bind_split(o, l, best, 0);
@@ -741,7 +702,322 @@ static int split_block(Opt *o, IrRef s, int depth)
     return 0;
 }
 
-/* ---- pass 4: marks ---- */
+/* ---- pass 3: guards ----
+ * for v in E { body }  =>  for v in t1 { body } for v in t2-t1 { body[v := v + t1] } ...
+ * at the points t where a compare of indices in the body, c*s_v + rest < 0
+ * (or == 0) with rest in [l, h] over the loops below and around, changes
+ * its value, for a compare that the points decide in every piece: a pad's
+ * mask (s2-1 in [0, 32)), a phase's (s4 < 1 over a loop of 2), a cat's
+ * (s2*256+s3 in [256, 512) with s3 < 256), not a causal mask's (s2 < s3,
+ * undecided for s3 >= 1). In each piece the compare folds away (fold), and
+ * the ranges, narrower, simplify the indices under it: (s3+3)%4 is s3-1
+ * where s3 >= 1; a piece of one iteration is its body, s_v a constant in
+ * it. The pieces run one after another, each iteration as
+ * before, so nothing computes differently. Outer loops first, in rounds
+ * until none is cut (a phase decided inside may leave its outer loop's
+ * masks decided by its cuts in the next round); a loop whose body declares an accumulator keeps it whole (a copy would
+ * declare it twice), and a kernel stops being cut once it has grown
+ * GUARD_GROWTH times (a product's backward compares at every element). */
+
+enum { GUARD_POINTS = 3, GUARD_MAX_NODES = 1 << 16 }; /* points a loop is cut at; nodes a kernel may grow to */
+#define GUARD_GROWTH 4 /* a kernel stops being cut at this many times its nodes before the pass (and 4096) */
+
+/* The points in (0, E) where compare x (of integer indices and constants) changes with s_v, into pts. */
+static void guard_points(Opt *o, const IrNode *x, int v, int64_t E, int64_t *pts, int *n)
+{
+    const IrNode *a = &o->k->nodes[x->a], *b = &o->k->nodes[x->b];
+    ExprTable *t = o->ex;
+    ExprId ea, eb, rest;
+    int64_t c, l, h, p[2];
+    int np = 0;
+    if (a->kind == IR_CONST && !a->index && dt_is_int((kn_dtype)a->dtype)) ea = expr_const(t, (int64_t)a->imm);
+    else if (a->kind == IR_INDEX) ea = a->index;
+    else return;
+    if (b->kind == IR_CONST && !b->index && dt_is_int((kn_dtype)b->dtype)) eb = expr_const(t, (int64_t)b->imm);
+    else if (b->kind == IR_INDEX) eb = b->index;
+    else return;
+    ExprId d = expr_sub(t, ea, eb); /* the compare is c*v + rest < 0, or == 0, with rest in [l, h] */
+    if (!d || !affine(t, d, v, &c, &rest) || !c || !range(o, rest, &l, &h)) return;
+    if (c < 0 && x->op == OP_CMPEQ) { /* -c*v - rest == 0 */
+        int64_t l0 = l;
+        c = -c, l = -h, h = -l0;
+    }
+    if (c > 0) /* decided true (<) or false (==) below the first point, false from the second on */
+        p[np++] = fdiv(-h + c - 1, c), p[np++] = x->op == OP_CMPLT ? fdiv(-l + c - 1, c) : fdiv(-l, c) + 1;
+    else /* c*v + rest < 0: false up to the first point, true from the second on */
+        p[np++] = fdiv(l, -c) + 1, p[np++] = fdiv(h, -c) + 1;
+    if (x->op == OP_CMPLT ? p[0] != p[1] : l != h) return; /* undecided between: a causal mask's s2 < s3 */
+    for (int i = 0; i < np; i++) {
+        int seen = p[i] <= 0 || p[i] >= E;
+        for (int j = 0; j < *n && !seen; j++) seen = pts[j] == p[i];
+        if (!seen && *n < GUARD_POINTS) pts[(*n)++] = p[i];
+        else if (!seen) *n = GUARD_POINTS + 1; /* too many: the loop stays whole */
+    }
+}
+
+typedef struct {
+    int v, decl;
+    int64_t E, pts[GUARD_POINTS + 1];
+    int npts;
+    uint8_t *seen;
+} GuardScan;
+
+static void guard_value(Opt *o, GuardScan *g, IrRef r)
+{
+    const IrNode *x = &o->k->nodes[r];
+    if (g->seen[r]) return;
+    g->seen[r] = 1;
+    if (x->kind == IR_OP && (x->op == OP_CMPLT || x->op == OP_CMPEQ)) guard_points(o, x, g->v, g->E, g->pts, &g->npts);
+    for (int i = 0; i < ir_nsrc(x); i++) guard_value(o, g, i == 0 ? x->a : i == 1 ? x->b : x->c);
+}
+
+static void guard_scan(Opt *o, GuardScan *g, IrRef s)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        IrNode x = o->k->nodes[s];
+        if (x.kind == IR_ACC) g->decl = 1;
+        if (x.kind == IR_LOOP) {
+            bind(o, &x, 1);
+            guard_scan(o, g, x.child);
+            bind(o, &x, 0);
+        }
+        if (x.kind == IR_STORE && x.b) guard_value(o, g, x.b);
+        if (x.kind == IR_STORE || x.kind == IR_UPDATE) guard_value(o, g, x.a);
+    }
+}
+
+/* Appends to block b a copy of the statements from s (loops copied whole,
+ * binding the same vars; values shared, as interned); 0 or -1. */
+static int clone_block(Opt *o, IrBlock *b, IrRef s)
+{
+    Kernel *k = o->k;
+    for (; s; s = k->nodes[s].next) {
+        IrNode x = k->nodes[s];
+        IrRef r = 0;
+        if (x.kind == IR_LOOP) {
+            r = ir_loop(k, b, x.index, (LoopKind)x.dtype, x.width);
+            if (!r) return -1;
+            k->nodes[r].var = x.var, k->nvars--; /* the copy binds the same var */
+            IrBlock in = {r, 0};
+            if (clone_block(o, &in, x.child)) return -1;
+        } else if (x.kind == IR_STORE) {
+            r = ir_store_at(k, b, x.buf, x.index, x.b, x.a, x.op == OP_SUM);
+        } else if (x.kind == IR_UPDATE) {
+            r = ir_update(k, b, x.var, x.a);
+        }
+        if (!r) return -1;
+    }
+    return 0;
+}
+
+/* Puts the body of loop l (in the block of loop parent; its var no longer
+ * named in it) in its place. */
+static void unwrap(Kernel *k, IrRef parent, IrRef l)
+{
+    IrRef *at = parent ? &k->nodes[parent].child : &k->body, last = 0;
+    while (*at && *at != l) at = &k->nodes[*at].next;
+    if (!*at) return;
+    for (IrRef s = k->nodes[l].child; s; s = k->nodes[s].next) last = s;
+    if (!last) {
+        *at = k->nodes[l].next;
+        return;
+    }
+    k->nodes[last].next = k->nodes[l].next;
+    *at = k->nodes[l].child;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Cuts loop l (in the block of loop parent) at its guards' points, the
+ * loops around it bound: 1 cut, 0 not, -1 out of memory. */
+static int guard_once(Opt *o, IrRef parent, IrRef l)
+{
+    Kernel *k = o->k;
+    IrNode x = k->nodes[l];
+    int64_t E;
+    if (x.kind != IR_LOOP || x.dtype != LOOP_SERIAL || !positive_const(o->ex, x.index, &E) || E < 2 ||
+        k->n > o->guard_max)
+        return 0;
+    GuardScan g = {x.var, 0, E, {0}, 0, kn_alloc(o->ctx, k->n)};
+    if (!g.seen) return -1;
+    memset(g.seen, 0, k->n);
+    bind(o, &x, 1);
+    guard_scan(o, &g, x.child);
+    bind(o, &x, 0);
+    kn_dealloc(o->ctx, g.seen, k->n);
+    if (g.decl || !g.npts || g.npts > GUARD_POINTS) return 0;
+    qsort(g.pts, (size_t)g.npts, sizeof *g.pts, cmp_i64);
+    g.pts[g.npts] = E;
+    IrRef piece[GUARD_POINTS + 1];
+    piece[0] = l;
+    for (int i = 1; i <= g.npts; i++) { /* copies of the whole loop after it, in order */
+        IrBlock after = {parent, piece[i - 1]};
+        IrRef r = ir_loop(k, &after, expr_const(o->ex, g.pts[i] - g.pts[i - 1]), LOOP_SERIAL, 1);
+        if (!r) return -1;
+        k->nodes[r].var = x.var, k->nvars--;
+        IrBlock in = {r, 0};
+        if (clone_block(o, &in, x.child)) return -1;
+        piece[i] = r;
+    }
+    k->nodes[l].index = expr_const(o->ex, g.pts[0]);
+    for (int i = 0; i <= g.npts; i++) { /* each piece's body: s_v from its first point, folded */
+        IrNode y = k->nodes[piece[i]];
+        int64_t from = i ? g.pts[i - 1] : 0, one = g.pts[i] - from == 1;
+        o->sub_v = x.var, o->sub_mul = !one, o->sub_add = expr_const(o->ex, from); /* one iteration: s_v is from */
+        bind(o, &y, 1);
+        int err = rewrite(o, piece[i], split_fx);
+        bind(o, &y, 0);
+        if (err) return -1;
+        if (one) unwrap(k, parent, piece[i]);
+    }
+    return 1;
+}
+
+/* The guards of the loops of the block from s (in the body of loop parent),
+ * outer loops first (a cut of one may fold away an inner loop's masks);
+ * *cut counts the loops cut. */
+static int guard_block(Opt *o, IrRef parent, IrRef s, int *cut)
+{
+    while (s) {
+        IrNode x = o->k->nodes[s];
+        if (x.kind != IR_LOOP) {
+            s = x.next;
+            continue;
+        }
+        int r = guard_once(o, parent, s);
+        if (r < 0) return KN_ENOMEM;
+        *cut += r;
+        if (r) { /* past the pieces, which may be unwrapped: the next round's */
+            s = x.next;
+            continue;
+        }
+        bind(o, &x, 1);
+        r = guard_block(o, s, x.child, cut);
+        bind(o, &x, 0);
+        if (r) return r;
+        s = o->k->nodes[s].next;
+    }
+    return 0;
+}
+
+/* Cuts until no loop is (a cut may let an outer loop's masks depend on it alone). */
+static int guards(Opt *o)
+{
+    o->guard_max = GUARD_GROWTH * o->k->n < GUARD_MAX_NODES ? GUARD_GROWTH * o->k->n : GUARD_MAX_NODES;
+    if (o->guard_max < 4096) o->guard_max = 4096;
+    for (int round = 0; round < 8; round++) {
+        int cut = 0;
+        if (guard_block(o, 0, o->k->body, &cut)) return KN_ENOMEM;
+        if (!cut) break;
+    }
+    return 0;
+}
+
+/* ---- pass 4: collapse ----
+ * for o in Eo { for i in Ei { body } }  =>  for o in Eo*Ei { body' } when
+ * every index of body is rest + b*Ei*o + b*i: then it is rest + b*o' where
+ * o' = o*Ei + i runs over the same iterations in the same order. Where Eo is
+ * 1, o is 0 and any coefficient of it will do: a unit loop (a batch or
+ * group dim of 1) would otherwise stay outermost, and the parallel mark,
+ * which only the outermost loops get, would split it over one thread. */
+
+/* Whether index e is rest + b*Ei*s_o + b*i (rest + a*s_o + b*i with Eo 1). */
+static int collapsible_expr(Opt *o, ExprId e)
+{
+    int64_t a, b;
+    ExprId r1, r2;
+    return affine(o->ex, e, o->var_o, &a, &r1) && affine(o->ex, r1, o->var_i, &b, &r2) && mul_ok(b, o->ext_i, &b) &&
+           (a == b || o->ext_o == 1);
+}
+
+static int collapsible_value(Opt *o, IrRef r)
+{
+    const IrNode *x = &o->k->nodes[r];
+    if (r < o->n0 && o->stamp[r] == o->gen) return 1; /* checked already */
+    if (r < o->n0) o->stamp[r] = o->gen;
+    switch (x->kind) {
+    case IR_LOAD: return collapsible_expr(o, x->index) && (!x->a || collapsible_value(o, x->a));
+    case IR_CHECK:
+        return !expr_has_sym(o->ex, x->index, o->var_o) && !expr_has_sym(o->ex, x->index, o->var_i) && collapsible_value(o, x->a);
+    case IR_INDEX:
+    case IR_RAND: return collapsible_expr(o, x->index);
+    case IR_OP:
+        return (!x->a || collapsible_value(o, x->a)) && (!x->b || collapsible_value(o, x->b)) &&
+               (!x->c || collapsible_value(o, x->c));
+    default: return 1;
+    }
+}
+
+static int collapsible_block(Opt *o, IrRef s)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        const IrNode *x = &o->k->nodes[s];
+        if (x->kind == IR_LOOP) {
+            if (expr_has_sym(o->ex, x->index, o->var_o) || expr_has_sym(o->ex, x->index, o->var_i) ||
+                !collapsible_block(o, x->child))
+                return 0;
+        } else if (x->kind == IR_STORE && (!collapsible_expr(o, x->index) || (x->b && !collapsible_value(o, x->b)))) {
+            return 0;
+        }
+        if ((x->kind == IR_STORE || x->kind == IR_UPDATE) && !collapsible_value(o, x->a)) return 0;
+    }
+    return 1;
+}
+
+static ExprId collapse_index(Opt *o, ExprId e)
+{
+    int64_t a, b;
+    ExprId r1, r2;
+    if (!affine(o->ex, e, o->var_o, &a, &r1) || !affine(o->ex, r1, o->var_i, &b, &r2)) return 0;
+    return expr_add(o->ex, r2, expr_mul(o->ex, expr_const(o->ex, b), expr_sym(o->ex, o->var_o)));
+}
+
+/* Collapses loop l with the single loop of its body when allowed: 1 done,
+ * 0 not, -1 out of memory. */
+static int collapse_once(Opt *o, IrRef l)
+{
+    Kernel *k = o->k;
+    IrRef in = k->nodes[l].child;
+    int64_t eo = 0, ei, e = 0;
+    if (!in || k->nodes[in].kind != IR_LOOP || k->nodes[in].next) return 0;
+    if (k->nodes[l].dtype != LOOP_SERIAL || k->nodes[in].dtype != LOOP_SERIAL) return 0;
+    int sym = !expr_as_const(o->ex, k->nodes[l].index, &eo); /* an outer extent of shape symbols */
+    if ((!sym && !positive_const(o->ex, k->nodes[l].index, &eo)) || !positive_const(o->ex, k->nodes[in].index, &ei) ||
+        (!sym && !mul_ok(eo, ei, &e)))
+        return 0;
+    o->var_o = k->nodes[l].var, o->var_i = k->nodes[in].var, o->ext_i = ei, o->ext_o = eo;
+    size_t bytes = (size_t)k->n * (sizeof *o->memo + sizeof *o->stamp);
+    void *mem = kn_alloc(o->ctx, bytes);
+    if (!mem) return -1;
+    memset(mem, 0, bytes);
+    o->memo = mem, o->stamp = (uint32_t *)(o->memo + k->n), o->n0 = k->n, o->gen = 1;
+    int ok = collapsible_block(o, k->nodes[in].child);
+    kn_dealloc(o->ctx, mem, bytes);
+    if (!ok) return 0;
+    if (rewrite(o, in, collapse_index)) return -1;
+    ExprId ext = sym ? expr_mul(o->ex, k->nodes[l].index, expr_const(o->ex, ei)) : expr_const(o->ex, e);
+    if (!ext) return -1;
+    k->nodes[l].index = ext;
+    k->nodes[l].child = k->nodes[in].child;
+    return 1;
+}
+
+static int collapse_block(Opt *o, IrRef s)
+{
+    for (; s; s = o->k->nodes[s].next) {
+        if (o->k->nodes[s].kind != IR_LOOP) continue;
+        int r;
+        while ((r = collapse_once(o, s)) == 1) {}
+        if (r < 0 || collapse_block(o, o->k->nodes[s].child)) return KN_ENOMEM;
+    }
+    return 0;
+}
+
+/* ---- pass 5: marks ---- */
 
 /* Elements of work in loop l: its extent times the statements below,
  * loops counted by their work; -1 when an extent is not constant. */
@@ -1028,6 +1304,7 @@ int loopopt_run(kn_ctx *ctx, Kernel *k, const LoopOptions *opt)
     o.lo = mem, o.hi = o.lo + nv, o.ext = (ExprId *)(o.hi + nv), o.known = (uint8_t *)(o.ext + nv);
     if (!(opt->skip & LOOPOPT_NO_SIMPLIFY)) err = rewrite(&o, 0, simplify_fx);
     if (!err && !(opt->skip & LOOPOPT_NO_SPLIT)) err = split_block(&o, k->body, 0);
+    if (!err && !(opt->skip & LOOPOPT_NO_GUARDS)) err = guards(&o);
     if (!err && !(opt->skip & LOOPOPT_NO_COLLAPSE)) err = collapse_block(&o, k->body);
     if (!err && !(opt->skip & LOOPOPT_NO_MARK)) err = mark(&o, opt);
     kn_dealloc(ctx, mem, bytes);

@@ -45,7 +45,8 @@ enum {
     LOOPOPT_NO_SIMPLIFY = 1, /* skip index simplification */
     LOOPOPT_NO_COLLAPSE = 2, /* skip loop collapsing */
     LOOPOPT_NO_MARK = 4,     /* skip parallel and vector marking */
-    LOOPOPT_NO_SPLIT = 8     /* skip loop splitting */
+    LOOPOPT_NO_SPLIT = 8,    /* skip loop splitting */
+    LOOPOPT_NO_GUARDS = 16   /* skip cutting loops at their masks' points */
 };
 
 typedef struct {

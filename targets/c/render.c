@@ -1759,6 +1759,7 @@ typedef struct {
 typedef struct Unroll {
     int v, u;        /* the loop's var; copies a group */
     int need_v;      /* the body names s_v outside its streams' accesses */
+    int decl;        /* the body declares an accumulator: each copy in braces of its own */
     int chain;       /* updates only: chained (put_chain) */
     Stream st[MAX_STREAMS];
     Access ac[MAX_ACCESSES];
@@ -1893,6 +1894,7 @@ static int un_plan(R *r, const IrNode *x, Unroll *un)
         if (!y || (y->kind != IR_STORE && y->kind != IR_UPDATE && y->kind != IR_ACC)) return 0;
         if (y->kind == IR_ACC) {
             updates = stores = 1 << 20; /* a declaration in the body: no chain */
+            un->decl = 1;
             continue;
         }
         if (y->kind == IR_STORE) {
@@ -2009,15 +2011,14 @@ static void put_group(R *r, const IrNode *x, Unroll *un, const char *base, int o
             put_str(r->o, ";\n");
         }
     } else {
-        int decl = un->need_v && !own;
+        int decl = un->need_v && !own, braces = decl || (un->decl && n > 1);
         for (int u = 0; u < n; u++) {
             r->un_u = u;
-            if (decl) {
-                indent(r->o, level);
-                put(r->o, "{ const int64_t s%d = %s + %d;\n", v, base, u);
-            }
-            put_block(r, x->child, level + decl);
-            if (decl) indent(r->o, level), put_str(r->o, "}\n");
+            if (braces) indent(r->o, level), put_str(r->o, "{");
+            if (decl) put(r->o, " const int64_t s%d = %s + %d;", v, base, u);
+            if (braces) put_char(r->o, '\n');
+            put_block(r, x->child, level + braces);
+            if (braces) indent(r->o, level), put_str(r->o, "}\n");
         }
     }
     r->un = NULL, r->un_u = 0;
