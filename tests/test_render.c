@@ -1072,6 +1072,60 @@ static void test_data_select(int how)
     }
 }
 
+/* Copies and zeros in the scalar dialect: an innermost loop that stores a
+ * load of another buffer at stride 1 (a row of a transpose read back, a
+ * cast to its own dtype) is memcpy, one that stores +0 is memset, the
+ * same bytes (a NaN's own bits too); a loop shorter than 16, a bool copy
+ * (normalised), -0 and a buffer copied onto itself stay loops. */
+static void test_copies(int how)
+{
+    static const char text[] =
+        "kernel cp(out b0 f32[96], in b1 f32[96], out b2 i64[40], in b3 i64[40], out b4 bool[20], in b5 bool[20], "
+        "out b6 f32[60])\n"
+        "  for s0 in 4\n"
+        "    for s1 in 24\n"
+        "      b0[s0*24+s1] = cast.f32(b1[s0*24+s1])\n"
+        "  for s2 in 2\n"
+        "    for s3 in 20\n"
+        "      b2[s2*20+s3] = b3[s3+s2*20]\n"
+        "    for s4 in 10\n"
+        "      b4[s2*10+s4] = b5[s2*10+s4]\n"
+        "  for s5 in 20\n"
+        "    b6[s5] = 0\n"
+        "  for s6 in 20\n"
+        "    b6[s6+20] = -0\n"
+        "  for s7 in 20\n"
+        "    b6[s7+40] = b6[s7]\n";
+    if (how == PORT_TCC) {
+        CHECK(renders_with(NULL, text, "memcpy(&b0[s0*24 + s1], &b1[s0*24 + s1], (size_t)n_ * sizeof *b0);"));
+        CHECK(renders_with(NULL, text, "memcpy(&b2[s2*20 + s3], &b3[s2*20 + s3], (size_t)n_ * sizeof *b2);"));
+        CHECK(renders_with(NULL, text, "memset(&b6[s5], 0, (size_t)n_ * sizeof *b6);"));
+        CHECK(!renders_with(NULL, text, "memcpy(&b4"));
+        CHECK(!renders_with(NULL, text, "memset(&b6[s6"));
+        CHECK(!renders_with(NULL, text, "memcpy(&b6"));
+        CHECK(!renders_with(c_isa_host(), text, "memcpy(&b0"));
+    }
+    float b0[96], b1[96], b6[60];
+    int64_t b2[40], b3[40];
+    uint8_t b4[20], b5[20];
+    uint32_t snan = 0x7f812345u;
+    for (int i = 0; i < 96; i++) b1[i] = (float)i * 0.75f - 20.0f;
+    memcpy(&b1[7], &snan, 4); /* a signalling NaN's bits, copied as they are */
+    for (int i = 0; i < 40; i++) b3[i] = (int64_t)i * 1000000007 - INT64_C(4000000000);
+    for (int i = 0; i < 20; i++) b5[i] = (uint8_t)(i % 3 == 0 ? 7 : 0); /* a bool stored as 7 reads back as 1 */
+    memset(b6, 0x55, sizeof b6);
+    void *bufs[8] = {b0, b1, b2, b3, b4, b5, b6, NULL};
+    if (run_ir(how, text, bufs)) {
+        int ok = memcmp(b0, b1, sizeof b0) == 0 && memcmp(b2, b3, sizeof b2) == 0;
+        for (int i = 0; i < 20; i++) {
+            float z = 0.0f, w = -0.0f;
+            ok &= b4[i] == (b5[i] != 0) && memcmp(&b6[i], &z, 4) == 0 && memcmp(&b6[i + 20], &w, 4) == 0 &&
+                  memcmp(&b6[i + 40], &z, 4) == 0;
+        }
+        CHECK(ok);
+    }
+}
+
 /* a[0, n) and b[0, n) have the same bits, or are both NaN: which NaN a sum of
  * two ends with is the compiler's choice (it may swap an add's operands) */
 static int same_or_nan(const float *a, const float *b, int n)
@@ -1411,7 +1465,8 @@ int main(void)
     if (port_jit_available(PORT_TCC)) test_shape_symbols(ctx, PORT_TCC, NULL);
     if (port_jit_available(PORT_CC)) test_shape_symbols(ctx, PORT_CC, c_isa_host());
     for (int how = PORT_TCC; how <= PORT_CC; how++)
-        test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_data_select(how), test_math(how, NULL);
+        test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_data_select(how), test_copies(how),
+            test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
 #ifndef __wasi__
     if (port_jit_available(PORT_CC)) test_inlined(c_isa_host());
