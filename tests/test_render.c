@@ -981,8 +981,9 @@ static void test_loops(int how)
 
 /* The scalar dialect's innermost loops (render.c, put_unrolled): accesses
  * at strides 1, -1, 2 and 0 through pointers set once per group of 4, no
- * multiply left in the statements; extents of 13 and 7 (groups and a rest);
- * a sum chained through a group's copies, the same bits as the serial sum;
+ * multiply left in the statements; extents of 13 and 11 (groups and a
+ * rest); a sum chained through a group's copies (8 of them), the same bits
+ * as the serial sum;
  * a load under a where that reads past its buffer (b1 ends at a guard page)
  * where the mask is false: it joins the pointer of an unconditional load of
  * the same buffer and is never made. */
@@ -994,16 +995,17 @@ static void test_unrolled(int how)
         "    for s1 in 13\n"
         "      b0[s0*13+s1] = add(mul(b1[s0*16+s1+2], b3[s0]), b1[s0*16-s1+14])\n"
         "    acc a0 f32 sum\n"
-        "    for s2 in 7\n"
-        "      a0 += mul(b1[s0*16+s2*2], b1[s0*16+s2*2+1])\n"
+        "    for s2 in 11\n"
+        "      a0 += mul(b1[s0*8+s2*2], b1[s0*8+s2*2+1])\n"
         "    b2[s0] = a0\n"
         "  for s3 in 13\n"
         "    b4[s3] = add(b1[s3+83], where(cmplt(idx(s3), 12:i64), b1[s3+84], 0))\n";
     if (how == PORT_TCC) {
         CHECK(renders_with(NULL, text, "s1_q0[3] = (s1_q1[3] * s1_q2[0]) + s1_q3[-3];"));
         CHECK(renders_with(NULL, text, "const float *s1_q3 = b1 + (s1_r3 - s1_o);"));
-        CHECK(renders_with(NULL, text, "a0 = ((((a0 + (s2_q0[0] * s2_q0[1])) + (s2_q0[2] * s2_q0[3])) + "
-                                       "(s2_q0[4] * s2_q0[5])) + (s2_q0[6] * s2_q0[7]));"));
+        CHECK(renders_with(NULL, text, "a0 = ((((((((a0 + (s2_q0[0] * s2_q0[1])) + (s2_q0[2] * s2_q0[3])) + "
+                                       "(s2_q0[4] * s2_q0[5])) + (s2_q0[6] * s2_q0[7])) + (s2_q0[8] * s2_q0[9]))"));
+        CHECK(renders_with(NULL, text, "a0 = a0 + (s2_q0[0] * s2_q0[1]);")); /* the 3 left over */
         CHECK(renders_with(NULL, text, "s3_q0[3] = s3_q1[3] + ((s3 < 12) ? s3_q1[4] : 0.0f);"));
         CHECK(renders_with(c_isa_host(), text, "b0[s0*13 + s1] = (b1[s0*16 + s1 + 2] * b3[s0]) + b1[s0*16 - s1 + 14];"));
     }
@@ -1019,7 +1021,7 @@ static void test_unrolled(int how)
         for (int i = 0; i < 6; i++) {
             float a = 0;
             for (int j = 0; j < 13; j++) ok &= b0[i * 13 + j] == in[i * 16 + j + 2] * b3[i] + in[i * 16 - j + 14];
-            for (int j = 0; j < 7; j++) a = a + in[i * 16 + j * 2] * in[i * 16 + j * 2 + 1];
+            for (int j = 0; j < 11; j++) a = a + in[i * 8 + j * 2] * in[i * 8 + j * 2 + 1];
             ok &= memcmp(&a, &b2[i], sizeof a) == 0;
         }
         for (int j = 0; j < 13; j++) ok &= b4[j] == in[j + 83] + (j < 12 ? in[j + 84] : 0.0f);

@@ -1752,6 +1752,9 @@ static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
  * The SIMD dialect's loops are cc's to optimise and stay as they were. */
 
 #define UNROLL 4             /* iterations a group */
+#define UNROLL_CHAIN 8       /* iterations a group of a small chain of updates: half the trips of its
+                                accumulator through memory (a product's sum of 1M elements alone, in
+                                cache, best of 10: 1.09 -> 0.87 ms) */
 #define UNROLL_MAX_VALUES 40 /* a body of more values is not copied: its loop's overhead is small beside it */
 #define MAX_STREAMS 24
 #define MAX_ACCESSES 64
@@ -1949,9 +1952,10 @@ static int un_plan(R *r, const IrNode *x, Unroll *un)
     for (int i = 0; i < un->nac; i++) /* an access no stream took is written as it was */
         if (un->ac[i].stream < 0) un->need_v |= expr_has_sym(k->ex, un->ac[i].index, un->v);
     if (!un->nst) return 0;
-    un->u = values > UNROLL_MAX_VALUES ? 1 : UNROLL;
+    int chain = updates && !stores && !un->need_v; /* a chain is one expression: no s_v to declare */
+    un->u = values > UNROLL_MAX_VALUES ? 1 : chain && values <= UNROLL_MAX_VALUES / 2 ? UNROLL_CHAIN : UNROLL;
     if (x->var != r->range && expr_as_const(k->ex, x->index, &e) && e < un->u) un->u = e > 1 ? (int)e : 1;
-    un->chain = un->u > 1 && updates && !stores && !un->need_v; /* a chain is one expression: no s_v to declare */
+    un->chain = un->u > 1 && chain;
     return 1;
 }
 
