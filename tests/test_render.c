@@ -980,8 +980,9 @@ static void test_loops(int how)
 }
 
 /* The scalar dialect's innermost loops (render.c, put_unrolled): accesses
- * at strides 1, -1, 2 and 0 through pointers set once per group of 4, no
- * multiply left in the statements; extents of 13 and 11 (groups and a
+ * at strides 1, -1 and 2 through pointers set once per group of 4, no
+ * multiply left in the statements, and one of stride 0 (a load the loop
+ * does not change) read once before the loop; extents of 13 and 11 (groups and a
  * rest); a sum chained through a group's copies (8 of them), the same bits
  * as the serial sum;
  * a load under a where that reads past its buffer (b1 ends at a guard page)
@@ -1001,8 +1002,9 @@ static void test_unrolled(int how)
         "  for s3 in 13\n"
         "    b4[s3] = add(b1[s3+83], where(cmplt(idx(s3), 12:i64), b1[s3+84], 0))\n";
     if (how == PORT_TCC) {
-        CHECK(renders_with(NULL, text, "s1_q0[3] = (s1_q1[3] * s1_q2[0]) + s1_q3[-3];"));
-        CHECK(renders_with(NULL, text, "const float *s1_q3 = b1 + (s1_r3 - s1_o);"));
+        CHECK(renders_with(NULL, text, "s1_q0[3] = (s1_q1[3] * s1_h0) + s1_q2[-3];"));
+        CHECK(renders_with(NULL, text, "const float *s1_q2 = b1 + (s1_r2 - s1_o);"));
+        CHECK(renders_with(NULL, text, "const float s1_h0 = b3[s0];")); /* once a row */
         CHECK(renders_with(NULL, text, "a0 = ((((((((a0 + (s2_q0[0] * s2_q0[1])) + (s2_q0[2] * s2_q0[3])) + "
                                        "(s2_q0[4] * s2_q0[5])) + (s2_q0[6] * s2_q0[7])) + (s2_q0[8] * s2_q0[9]))"));
         CHECK(renders_with(NULL, text, "a0 = a0 + (s2_q0[0] * s2_q0[1]);")); /* the 3 left over */
@@ -1026,6 +1028,45 @@ static void test_unrolled(int how)
         }
         for (int j = 0; j < 13; j++) ok &= b4[j] == in[j + 83] + (j < 12 ? in[j + 84] : 0.0f);
         CHECK(ok);
+    }
+    buf_free(&g);
+}
+
+/* Values an innermost loop of the scalar dialect does not change are
+ * computed once before it: a row's scale and the reciprocal of its sum (an
+ * accumulator the loop does not update) and a row's mask; not a load of a
+ * buffer the loop stores (b0 itself, read after the row's first store),
+ * nor one that leaves its buffer for some row (b3 at s0+3, guarded: b3
+ * ends at a guard page), nor the sum a loop updates. */
+static void test_hoisted(int how)
+{
+    static const char text[] =
+        "kernel hoist(out b0 f32[64], in b1 f32[64], in b2 f32[4], in b3 f32[5])\n"
+        "  for s0 in 4\n"
+        "    acc a0 f32 sum\n"
+        "    for s1 in 16\n"
+        "      a0 += mul(b1[s0*16+s1], b2[s0])\n"
+        "    for s2 in 16\n"
+        "      b0[s0*16+s2] = add(mul(b1[s0*16+s2], mul(b2[s0], recip(a0))), "
+        "where(cmplt(idx(s0), 2:i64), b3[s0+3], b0[s0*16]))\n";
+    if (how == PORT_TCC) {
+        CHECK(renders_with(NULL, text, "const float s2_h0 = b2[s0] * (1 / a0);"));
+        CHECK(renders_with(NULL, text, "const float s1_h0 = b2[s0];"));
+        CHECK(renders_with(NULL, text, "s2_q0[3] = (s2_q1[3] * s2_h0) + (s2_h1 ? b3[s0 + 3] : s2_q2[0]);"));
+    }
+    float b0[64], w0[64], b1[64], b2[4] = {0.5f, -1.25f, 2.0f, 3.0f}, in3[5] = {1, 2, 3, 4, 5};
+    for (int i = 0; i < 64; i++) b1[i] = (float)(i % 9) - 3.5f, b0[i] = w0[i] = 100.0f + (float)i;
+    Buf g;
+    if (!CHECK(buf_alloc(&g, sizeof in3, 1))) return;
+    memcpy(g.p, in3, sizeof in3);
+    void *bufs[5] = {b0, b1, b2, g.p, NULL};
+    if (run_ir(how, text, bufs)) {
+        for (int i = 0; i < 4; i++) { /* the kernel, serially: b0[s0*16] read after its store */
+            float a = 0;
+            for (int j = 0; j < 16; j++) a = a + b1[i * 16 + j] * b2[i];
+            for (int j = 0; j < 16; j++) w0[i * 16 + j] = b1[i * 16 + j] * (b2[i] * (1 / a)) + (i < 2 ? in3[i + 3] : w0[i * 16]);
+        }
+        CHECK(memcmp(w0, b0, sizeof w0) == 0);
     }
     buf_free(&g);
 }
@@ -1467,7 +1508,8 @@ int main(void)
     if (port_jit_available(PORT_TCC)) test_shape_symbols(ctx, PORT_TCC, NULL);
     if (port_jit_available(PORT_CC)) test_shape_symbols(ctx, PORT_CC, c_isa_host());
     for (int how = PORT_TCC; how <= PORT_CC; how++)
-        test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_data_select(how), test_copies(how),
+        test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_hoisted(how), test_data_select(how),
+            test_copies(how),
             test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
 #ifndef __wasi__

@@ -876,6 +876,7 @@ typedef struct {
     uint8_t load;    /* it is or uses a load */
     uint8_t uncond;  /* evaluated whatever the wheres choose */
     uint8_t visited; /* by the temporaries pass */
+    uint8_t live;    /* reached from its statement other than through a hoisted value (un_plan) */
     int temp;        /* its temporary's number, or -1 */
 } Val;
 
@@ -1071,6 +1072,8 @@ static int hoist(const R *r, const Val *v)
 static void put_value(R *r, IrRef ref, IrRef user, int depth, int bare);
 static void put_chain(R *r, int u);
 static int put_access(R *r, int buf, ExprId index);
+static int put_hoisted(R *r, IrRef ref);
+static int is_hoisted(const R *r, IrRef ref);
 
 /* Temporary n's name: t<n>, or t<n>_<copy> in a chain of updates' copies. */
 static void put_temp(R *r, int n)
@@ -1187,6 +1190,7 @@ static void put_value(R *r, IrRef ref, IrRef user, int depth, int bare)
         put_str(r->o, "KN_BAD_VALUE"); /* does not compile: a broken kernel never runs */
         return;
     }
+    if (put_hoisted(r, ref)) return;
     if (v && v->temp >= 0) {
         put_temp(r, v->temp);
         return;
@@ -1247,7 +1251,7 @@ static void put_temps(R *r, IrRef ref, IrRef user, int level)
 {
     const IrNode *x = value_at(r->k, ref, user);
     Val *v = x ? dag_find(r->d, ref, 0) : NULL;
-    if (!v || v->visited) return;
+    if (!v || v->visited || is_hoisted(r, ref)) return;
     v->visited = 1;
     for (int i = 0; i < nops(x); i++) put_temps(r, operand(x, i), ref, level);
     if (!hoist(r, v)) return;
@@ -1758,6 +1762,7 @@ static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
 #define UNROLL_MAX_VALUES 40 /* a body of more values is not copied: its loop's overhead is small beside it */
 #define MAX_STREAMS 24
 #define MAX_ACCESSES 64
+#define MAX_HOISTS 16
 
 typedef struct {
     int buf;
@@ -1781,6 +1786,9 @@ typedef struct Unroll {
     Stream st[MAX_STREAMS];
     Access ac[MAX_ACCESSES];
     int nst, nac;
+    IrRef h[MAX_HOISTS], hs[MAX_HOISTS]; /* values the loop does not change, computed before it; their statements */
+    int nh;
+    uint8_t stored[MAX_BUFS], acc[MAX_ACCS]; /* buffers the body stores; accumulators it declares or updates */
 } Unroll;
 
 /* Term e of a sum: c*s_v (1, *c = c) or free of s_v (1, *c = 0); 0 otherwise. */
@@ -1875,6 +1883,72 @@ static int un_note(Unroll *un, const ExprTable *t, int buf, ExprId index, int sa
     return 1;
 }
 
+/* Whether value ref (of the DAG built) is the same at every iteration of
+ * the loop and may be computed once before it: indices and rand without
+ * s_v, accumulators the body neither declares nor updates, loads without
+ * s_v of buffers the body does not store, in bounds over every loop's range
+ * (so safe whether or not the loop's iterations would read them, and
+ * however many there are), and ops of such values; never a check, which
+ * reports. */
+static int invariant(const R *r, const Unroll *un, IrRef ref, IrRef user, int depth)
+{
+    const Kernel *k = r->k;
+    const IrNode *x = value_at(k, ref, user);
+    int64_t lo, hi, size;
+    if (!x || depth > IR_MAX_DEPTH) return 0;
+    switch (x->kind) {
+    case IR_CONST: return !x->index;
+    case IR_ACCVAL: return x->var >= 0 && x->var < MAX_ACCS && !un->acc[x->var];
+    case IR_INDEX:
+    case IR_RAND: return !expr_has_sym(k->ex, x->index, un->v);
+    case IR_LOAD:
+        return !x->a && x->buf >= 0 && x->buf < MAX_BUFS && x->buf < k->nbufs && !un->stored[x->buf] &&
+               !expr_has_sym(k->ex, x->index, un->v) && expr_as_const(k->ex, k->bufs[x->buf].size, &size) &&
+               loopopt_range(k, x->index, &lo, &hi) && lo >= 0 && hi < size;
+    case IR_OP:
+        for (int i = 0; i < nops(x); i++)
+            if (!invariant(r, un, operand(x, i), ref, depth + 1)) return 0;
+        return 1;
+    default: return 0;
+    }
+}
+
+/* From ref (used by user, in statement s) down: the largest invariant
+ * values worth a variable (loads and ops) go into the plan's hoisted ones;
+ * what stays in the loop is marked live. */
+static void un_hoist(R *r, Unroll *un, IrRef ref, IrRef user, IrRef s, int depth)
+{
+    const IrNode *x = value_at(r->k, ref, user);
+    Val *v = x ? dag_find(r->d, ref, 0) : NULL;
+    if (!v || v->live || depth > IR_MAX_DEPTH) return;
+    if ((x->kind == IR_LOAD || x->kind == IR_OP) && invariant(r, un, ref, user, 0)) {
+        int seen = 0;
+        for (int i = 0; i < un->nh; i++) seen |= un->h[i] == ref;
+        if (!seen && un->nh < MAX_HOISTS) un->hs[un->nh] = s, un->h[un->nh++] = ref;
+        if (seen || un->nh <= MAX_HOISTS) return;
+    }
+    v->live = 1;
+    for (int i = 0; i < nops(x); i++) un_hoist(r, un, operand(x, i), ref, s, depth + 1);
+}
+
+/* The hoisted value ref's number, or -1. */
+static int un_hoisted(const Unroll *un, IrRef ref)
+{
+    for (int i = 0; un && i < un->nh; i++)
+        if (un->h[i] == ref) return i;
+    return -1;
+}
+
+static int is_hoisted(const R *r, IrRef ref) { return un_hoisted(r->un, ref) >= 0; }
+
+/* A hoisted value, in a copy of the body, by the name of its variable: 1, or 0 if ref is none. */
+static int put_hoisted(R *r, IrRef ref)
+{
+    int h = un_hoisted(r->un, ref);
+    if (h >= 0) put(r->o, "s%d_h%d", r->un->v, h);
+    return h >= 0;
+}
+
 /* Loads of statement s's value into the plan (the DAG built), and whether
  * the body names s_v elsewhere; 0 when the plan has no room. */
 static int un_loads(R *r, Unroll *un)
@@ -1883,6 +1957,7 @@ static int un_loads(R *r, Unroll *un)
     for (int i = 0; i < r->d->n; i++) {
         const IrNode *x = &k->nodes[r->d->v[i].ref];
         int64_t lo, hi, size;
+        if (!r->d->v[i].live) continue; /* hoisted, or only below a hoisted value */
         if (x->kind == IR_LOAD && !x->a) {
             int safe = r->d->v[i].uncond ||
                        (x->buf >= 0 && x->buf < k->nbufs && expr_as_const(k->ex, k->bufs[x->buf].size, &size) &&
@@ -1906,9 +1981,16 @@ static int un_plan(R *r, const IrNode *x, Unroll *un)
     int values = 0, updates = 0, stores = 0;
     memset(un, 0, sizeof *un);
     un->v = x->var;
-    for (IrRef s = x->child; s; s = k->nodes[s].next) {
+    for (IrRef s = x->child; s; s = k->nodes[s].next) { /* what the body changes */
         const IrNode *y = stmt_at(r, s);
         if (!y || (y->kind != IR_STORE && y->kind != IR_UPDATE && y->kind != IR_ACC)) return 0;
+        if (y->kind == IR_STORE && (y->buf < 0 || y->buf >= MAX_BUFS)) return 0;
+        if (y->kind != IR_STORE && (y->var < 0 || y->var >= MAX_ACCS)) return 0;
+        if (y->kind == IR_STORE) un->stored[y->buf] = 1;
+        else un->acc[y->var] = 1;
+    }
+    for (IrRef s = x->child; s; s = k->nodes[s].next) {
+        const IrNode *y = stmt_at(r, s);
         if (y->kind == IR_ACC) {
             updates = stores = 1 << 20; /* a declaration in the body: no chain */
             un->decl = 1;
@@ -1918,11 +2000,13 @@ static int un_plan(R *r, const IrNode *x, Unroll *un)
             stores++;
             if (!y->b && !un_note(un, k->ex, y->buf, y->index, 1)) return 0;
             if (y->b || !lin(k->ex, y->index, un->v, &a, &kk)) un->need_v |= expr_has_sym(k->ex, y->index, un->v);
-            if (y->b && (!dag_build(r, y->b, s) || !un_loads(r, un))) return 0;
+            if (y->b && (!dag_build(r, y->b, s) || (un_hoist(r, un, y->b, s, s, 0), !un_loads(r, un)))) return 0;
         } else {
             updates++;
         }
-        if (!dag_build(r, y->a, s) || !un_loads(r, un)) return 0;
+        if (!dag_build(r, y->a, s)) return 0;
+        un_hoist(r, un, y->a, s, s, 0);
+        if (!un_loads(r, un)) return 0;
         values += r->d->n;
         for (int i = 0; y->kind == IR_UPDATE && i < r->d->n; i++) { /* a chain reads no accumulator it updates */
             const IrNode *v = &k->nodes[r->d->v[i].ref];
@@ -1951,7 +2035,7 @@ static int un_plan(R *r, const IrNode *x, Unroll *un)
     }
     for (int i = 0; i < un->nac; i++) /* an access no stream took is written as it was */
         if (un->ac[i].stream < 0) un->need_v |= expr_has_sym(k->ex, un->ac[i].index, un->v);
-    if (!un->nst) return 0;
+    if (!un->nst && !un->nh) return 0;
     int chain = updates && !stores && !un->need_v; /* a chain is one expression: no s_v to declare */
     un->u = values > UNROLL_MAX_VALUES ? 1 : chain && values <= UNROLL_MAX_VALUES / 2 ? UNROLL_CHAIN : UNROLL;
     if (x->var != r->range && expr_as_const(k->ex, x->index, &e) && e < un->u) un->u = e > 1 ? (int)e : 1;
@@ -2118,6 +2202,14 @@ static void put_unrolled(R *r, const IrNode *x, Unroll *un, int level)
         indent(r->o, level + 1);
         put(r->o, "const int64_t s%d_r%d = ", v, i);
         put_rest_index(r->o, k->ex, st->index, v, st->k0);
+        put_str(r->o, ";\n");
+    }
+    for (int i = 0; i < un->nh; i++) { /* what the loop does not change, once */
+        const IrNode *h = &k->nodes[un->h[i]];
+        if (!dag_build(r, un->h[i], un->hs[i])) continue; /* planned: cannot fail */
+        indent(r->o, level + 1);
+        put(r->o, "const %s s%d_h%d = ", dts[h->dtype].value, v, i);
+        put_value(r, un->h[i], un->hs[i], 0, 1); /* r->un unset: as the loop would write it */
         put_str(r->o, ";\n");
     }
     if (un->u > 1) {
