@@ -1,6 +1,7 @@
 /*
  * loopopt.c — loop-IR passes (loopopt.h): index simplification with loop
- * ranges, collapsing of perfectly nested loops, parallel and vector marks.
+ * ranges, splitting of loops at divisors and at their masks' points,
+ * collapsing of perfectly nested loops, parallel and vector marks.
  *
  * Values are interned and immutable, so a pass rewrites an index by
  * building the value again (ir_load, ir_op, ...) and re-pointing the
@@ -338,7 +339,8 @@ static IrRef fold(Opt *o, IrRef y)
     case OP_CMPEQ:
         if (!int_range(o, x.a, &l, &h) || !int_range(o, x.b, &l2, &h2)) return y;
         if (x.op == OP_CMPLT && (h < l2 || l >= h2)) return ir_const(k, KN_BOOL, h < l2);
-        if (x.op == OP_CMPEQ && ((l == h && l2 == h2) || h < l2 || h2 < l)) return ir_const(k, KN_BOOL, l == h && l2 == h2 && l == l2);
+        if (x.op == OP_CMPEQ && ((l == h && l2 == h2) || h < l2 || h2 < l))
+            return ir_const(k, KN_BOOL, l == h && l2 == h2 && l == l2);
         return y;
     case OP_MIN:
     case OP_MAX:
@@ -712,12 +714,13 @@ static int split_block(Opt *o, IrRef s, int depth)
  * undecided for s3 >= 1). In each piece the compare folds away (fold), and
  * the ranges, narrower, simplify the indices under it: (s3+3)%4 is s3-1
  * where s3 >= 1; a piece of one iteration is its body, s_v a constant in
- * it. The pieces run one after another, each iteration as
- * before, so nothing computes differently. Outer loops first, in rounds
- * until none is cut (a phase decided inside may leave its outer loop's
- * masks decided by its cuts in the next round); a loop whose body declares an accumulator keeps it whole (a copy would
- * declare it twice), and a kernel stops being cut once it has grown
- * GUARD_GROWTH times (a product's backward compares at every element). */
+ * it. The pieces run one after another, each iteration as before, so
+ * nothing computes differently. Outer loops first, in rounds until none is
+ * cut (a phase decided inside may leave its outer loop's masks decided by
+ * its cuts in the next round); a loop whose body declares an accumulator
+ * keeps it whole (a copy would declare it twice), and a kernel stops being
+ * cut once it has grown GUARD_GROWTH times (a product's backward compares
+ * at every element). */
 
 enum { GUARD_POINTS = 3, GUARD_MAX_NODES = 1 << 16 }; /* points a loop is cut at; nodes a kernel may grow to */
 #define GUARD_GROWTH 4 /* a kernel stops being cut at this many times its nodes before the pass (and 4096) */
@@ -866,7 +869,8 @@ static int guard_once(Opt *o, IrRef parent, IrRef l)
     k->nodes[l].index = expr_const(o->ex, g.pts[0]);
     for (int i = 0; i <= g.npts; i++) { /* each piece's body: s_v from its first point, folded */
         IrNode y = k->nodes[piece[i]];
-        int64_t from = i ? g.pts[i - 1] : 0, one = g.pts[i] - from == 1;
+        int64_t from = i ? g.pts[i - 1] : 0;
+        int one = g.pts[i] - from == 1;
         o->sub_v = x.var, o->sub_mul = !one, o->sub_add = expr_const(o->ex, from); /* one iteration: s_v is from */
         bind(o, &y, 1);
         int err = rewrite(o, piece[i], split_fx);

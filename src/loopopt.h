@@ -17,9 +17,14 @@
  *    leaves fewer divisions and moduli of loop vars in its indices:
  *    (v*c + r)//c is v and (v*c + r)%c is r (a reshape of a permute read
  *    back through a flat loop);
- * 3. collapse: a loop whose body is exactly one loop becomes one loop of
+ * 3. guards: a loop of constant extent becomes pieces, one after another,
+ *    cut where a compare of indices in its body changes value and is
+ *    decided in each piece (a pad's, a phase's, a cat's mask); the compare
+ *    folds to a constant there, and with it the wheres it picks between;
+ *    a piece of one iteration becomes its body;
+ * 4. collapse: a loop whose body is exactly one loop becomes one loop of
  *    the product extent when every index is rest + b*(E_inner*outer + inner);
- * 4. mark: an outermost loop that does more than parallel_threshold
+ * 5. mark: an outermost loop that does more than parallel_threshold
  *    elements of work, whose iterations touch disjoint parts of every buffer
  *    it stores (an iteration may read back what it wrote: a row kernel's
  *    output) and which uses no accumulator declared outside it, becomes
@@ -28,7 +33,7 @@
  *    loaded and stored at different indices, and no accumulator declared
  *    inside becomes LOOP_VECTOR(vector_width) (updates of accumulators
  *    declared outside are allowed: targets give them lanes).
- * Only serial loops are split, collapsed or marked; kinds set before are kept.
+ * Only serial loops are split, cut, collapsed or marked; kinds set before are kept.
  * Symbolic extents (shape symbols, IR_SHAPE_SYM) give no ranges, so
  * simplification never relies on a size's value, only on the one fact that
  * holds at every size: the var of a loop of extent E is in [0, E), so v%E is

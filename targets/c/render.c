@@ -46,11 +46,13 @@
  * stack (DAG_MAX values); a larger statement renders without temporaries.
  *
  * Two dialects of the same text: the scalar one (TinyCC, and the oracle)
- * renders every loop serially; the SIMD one (c_render_isa, for the system
- * compiler) starts with an instruction set's macro header and writes
- * vector loops for its vectoriser: KN_IVDEP on those that store, and lanes
- * for those that accumulate. In both, a kernel's top-level parallel loops
- * run on the thread pool, chunk by chunk, each iteration as on one thread.
+ * renders every loop serially, its innermost ones written out for a
+ * compiler that optimises nothing (put_unrolled); the SIMD one
+ * (c_render_isa, for the system compiler) starts with an instruction set's
+ * macro header and writes vector loops for its vectoriser: KN_IVDEP on
+ * those that store, and lanes for those that accumulate. In both, a
+ * kernel's top-level parallel loops run on the thread pool, chunk by chunk,
+ * each iteration as on one thread.
  */
 #include <math.h>
 #include <stdio.h>
@@ -297,7 +299,8 @@ static const char *const prelude[] = {
     "    ({ uint32_t m_ = 0u - (uint32_t)((c) != 0); KN_ASF((KN_ASU(a) & m_) | (KN_ASU(b) & ~m_)); })\n"
     "#define KN_DASU(x) (((union kn_du){.f = (x)}).u)\n"
     "#define KN_TDSEL(c, a, b) \\\n"
-    "    ({ uint64_t m_ = 0u - (uint64_t)((c) != 0); ((union kn_du){.u = (KN_DASU(a) & m_) | (KN_DASU(b) & ~m_)}).f; })\n"
+    "    ({ uint64_t m_ = 0u - (uint64_t)((c) != 0); \\\n"
+    "       ((union kn_du){.u = (KN_DASU(a) & m_) | (KN_DASU(b) & ~m_)}).f; })\n"
     "#else\n"
     "#define KN_TSEL(c, a, b) KN_SEL(c, a, b)\n"
     "#define KN_TDSEL(c, a, b) KN_DSEL(c, a, b)\n"
@@ -1752,7 +1755,12 @@ static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
  *   updates, updates each accumulator once a group by one expression that
  *   chains the copies' values in order, ((a + x0) + x1) + ...: the same
  *   operations in the same order, so the same bits, with the partial sums
- *   in registers.
+ *   in registers;
+ * - values the loop does not change (a row's scale, a mask of outer
+ *   indices) are computed once before it, where that is safe whatever the
+ *   loop does (un_hoist);
+ * - a loop that only copies another buffer's elements, or stores +0, is a
+ *   memcpy or memset (copy_src).
  * The SIMD dialect's loops are cc's to optimise and stay as they were. */
 
 #define UNROLL 4             /* iterations a group */
