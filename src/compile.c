@@ -501,6 +501,11 @@ static int group_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
     return 0;
 }
 
+/* A dot's epilogue runs its three loops (batch, M, N) over each tile of the template: the loop passes only
+ * simplify its indices (no split, cut, collapse, tile, marks or unroll of the tile's loops). */
+#define EPILOGUE_PASSES \
+    (LOOPOPT_NO_SPLIT | LOOPOPT_NO_GUARDS | LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL)
+
 /* raw: the kernels as lowered, before the loop passes (compile_generic runs them on the generic kernels). */
 static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, int interp_only, int raw)
 {
@@ -522,7 +527,7 @@ static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
             /* the rest of the kernel as the template's epilogue, on each tile */
             if (!(st->k = arena_alloc(&p->arena, sizeof *st->k))) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling");
             /* its loops are the tile's: only their indices simplified */
-            LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL, 0};
+            LoopOptions simplify = {0, 0, EPILOGUE_PASSES, 0};
             if (lower_epilogue(ctx, p->g, s, st->node, ex, &p->arena, st->k) || ir_verify(ctx, st->k) ||
                 (!raw && (loopopt_run(ctx, st->k, &simplify) || ir_verify(ctx, st->k))))
                 return ctx->status;
@@ -1852,7 +1857,7 @@ static int gen_step(Program *p, Program *const *q, int s, const int64_t *sv, int
 static int gen_opt(kn_ctx *ctx, Program *p, int64_t hint)
 {
     LoopOptions all = {0, 0, 0, hint};
-    LoopOptions simplify = {0, 0, LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL, 0};
+    LoopOptions simplify = {0, 0, EPILOGUE_PASSES, 0};
     for (int s = 0; s < p->nsteps; s++) {
         Kernel *k = p->steps[s].k;
         if (!k) continue;

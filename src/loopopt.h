@@ -12,9 +12,19 @@
  * 1. simplify: with each loop var s_k in [0, extent_k), x%c becomes x and
  *    x//c becomes 0 when 0 <= x < c provably (interval arithmetic; more
  *    generally both fold whenever x stays inside one period of c);
- * 2. collapse: a loop whose body is exactly one loop becomes one loop of
+ * 2. split: a loop of constant extent E whose indices divide or reduce its
+ *    var by c becomes two, of extents E/c and c (c dividing E), when that
+ *    leaves fewer divisions and moduli of loop vars in its indices:
+ *    (v*c + r)//c is v and (v*c + r)%c is r (a reshape of a permute read
+ *    back through a flat loop);
+ * 3. guards: a loop of constant extent becomes pieces, one after another,
+ *    cut where a compare of indices in its body changes value and is
+ *    decided in each piece (a pad's, a phase's, a cat's mask); the compare
+ *    folds to a constant there, and with it the wheres it picks between;
+ *    a piece of one iteration becomes its body;
+ * 4. collapse: a loop whose body is exactly one loop becomes one loop of
  *    the product extent when every index is rest + b*(E_inner*outer + inner);
- * 3. mark: an outermost loop that does more than parallel_threshold
+ * 5. mark: an outermost loop that does more than parallel_threshold
  *    elements of work, whose iterations touch disjoint parts of every buffer
  *    it stores (an iteration may read back what it wrote: a row kernel's
  *    output) and which uses no accumulator declared outside it, becomes
@@ -29,7 +39,7 @@
  * becomes 16 x 16 tiles (then simplify again over the tiles' indices).
  * After mark, unroll: an innermost loop left serial, of extent 2 to 8 and a
  * small body, becomes LOOP_UNROLL(extent). loopopt.c has each rule.
- * Only serial loops are collapsed, tiled or marked; kinds set before are kept.
+ * Only serial loops are split, cut, collapsed, tiled or marked; kinds set before are kept.
  * Symbolic extents (shape symbols, IR_SHAPE_SYM) give no ranges, so
  * simplification never relies on a size's value, only on the one fact that
  * holds at every size: the var of a loop of extent E is in [0, E), so v%E is
@@ -47,7 +57,9 @@ enum {
     LOOPOPT_NO_COLLAPSE = 2, /* skip loop collapsing */
     LOOPOPT_NO_MARK = 4,     /* skip parallel and vector marking */
     LOOPOPT_NO_TILE = 8,     /* skip tiling */
-    LOOPOPT_NO_UNROLL = 16   /* skip unroll marking */
+    LOOPOPT_NO_UNROLL = 16,  /* skip unroll marking */
+    LOOPOPT_NO_SPLIT = 32,   /* skip loop splitting */
+    LOOPOPT_NO_GUARDS = 64   /* skip cutting loops at their masks' points */
 };
 
 typedef struct {

@@ -20,7 +20,7 @@
  *   gradcheck  every case of every check of src/gradcheck.c (f64 leaves,
  *              transposed and broadcast inputs): forward and joint programs
  *              on tcc against the same programs on backend interp.
- *   shapes     pointwise, reduction, scan, indexing, dot, conv and pool families at
+ *   shapes     pointwise, reduction, scan, indexing, reshape, dot, conv and pool families at
  *              sizes 1, 7, 17, 33 and 65 (no multiple of a vector width or
  *              a tile), with broadcast, transposed, permuted and strided
  *              inputs, against backend interp: on tcc each size's forward and
@@ -799,6 +799,17 @@ static kn_tensor *s_index(Joint *j, int64_t n)
     return kn_add(c, kn_add(c, e, kn_unsqueeze(c, g, 0)), kn_sum(c, sc, NULL, 0, 0));
 }
 
+/* (4, 6n): the softmax along rows of a permuted leaf read back flat, (2, n, 3, 4) permuted to (4, 2,
+ * 3, n) and reshaped, whose row loops of 6n divide and reduce by n and 3n (loopopt splits them), plus
+ * the tanh of a transposed (6n, 4) leaf */
+static kn_tensor *s_reshape(Joint *j, int64_t n)
+{
+    kn_ctx *c = j->ctx;
+    kn_tensor *x = kn_permute(c, leaf(j, 4, (int64_t[]){2, n, 3, 4}), (int[]){3, 0, 2, 1});
+    kn_tensor *xt = kn_transpose(c, leaf(j, 2, (int64_t[]){6 * n, 4}), 0, 1);
+    return kn_add(c, kn_softmax(c, kn_reshape(c, x, 2, (int64_t[]){4, 6 * n}), 1), kn_tanh(c, xt));
+}
+
 /* (n, m) = (n, k) @ (k, m) with b a transposed leaf; k and m the next sizes */
 static kn_tensor *s_matmul(Joint *j, int64_t n)
 {
@@ -893,7 +904,7 @@ static const struct {
 } shape_cases[] = {
     {"pointwise", s_pointwise, 0, 0}, {"strided", s_strided, 0, 0},   {"reduce_rows", s_reduce_rows, 0, 0},
     {"reduce_cols", s_reduce_cols, 0, 0}, {"norm", s_norm, 0, 0},     {"scan_ints", s_scan_ints, 0, 0},
-    {"index", s_index, 0, 0},
+    {"index", s_index, 0, 0},         {"reshape", s_reshape, 0, 0},
     {"matmul", s_matmul, 1, 0},       {"linear", s_linear, 1, 1},     {"batched", s_batched, 1, 0},
     {"conv", s_conv, 1, 0},           {"conv_grouped", s_conv_grouped, 1, 0}, {"conv_odd", s_conv_odd, 1, 0},
     {"conv_1x1", s_conv_1x1, 1, 0},   {"pool", s_pool, 1, 0},

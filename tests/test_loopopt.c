@@ -88,9 +88,11 @@ static int same_results(const Kernel *a, const Kernel *b)
  * dumps; checks ir_verify after each pass and equal results. */
 static void optimise(kn_ctx *ctx, Kernel *k, const LoopOptions *o, char *before, char *after, size_t cap)
 {
-    enum { ALL = LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL };
-    static const unsigned passes[5] = {ALL & ~LOOPOPT_NO_SIMPLIFY, ALL & ~LOOPOPT_NO_COLLAPSE, ALL & ~LOOPOPT_NO_TILE,
-                                       ALL & ~LOOPOPT_NO_MARK, ALL & ~LOOPOPT_NO_UNROLL};
+    enum { ALL = LOOPOPT_NO_SIMPLIFY | LOOPOPT_NO_SPLIT | LOOPOPT_NO_GUARDS | LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE |
+                 LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL };
+    static const unsigned passes[7] = {ALL & ~LOOPOPT_NO_SIMPLIFY, ALL & ~LOOPOPT_NO_SPLIT, ALL & ~LOOPOPT_NO_GUARDS,
+                                       ALL & ~LOOPOPT_NO_COLLAPSE, ALL & ~LOOPOPT_NO_TILE,  ALL & ~LOOPOPT_NO_MARK,
+                                       ALL & ~LOOPOPT_NO_UNROLL};
     char text[8192], why[128];
     size_t lb = strlen(before), la = strlen(after);
     Kernel orig;
@@ -98,7 +100,7 @@ static void optimise(kn_ctx *ctx, Kernel *k, const LoopOptions *o, char *before,
     ir_init(&orig, k->arena, k->ex, k->name);
     CHECK_MSG(ir_parse(&orig, text, why, sizeof why) == 0, "%s", why);
     ir_print(k, before + lb, lb < cap ? cap - lb : 0);
-    for (int p = 0; p < 5; p++) { /* one pass at a time, in loopopt_run's order */
+    for (int p = 0; p < 7; p++) { /* one pass at a time, in loopopt_run's order */
         LoopOptions one = *o;
         one.skip = o->skip | passes[p];
         CHECK_MSG(loopopt_run(ctx, k, &one) == 0, "%s", kn_last_error(ctx));
@@ -165,6 +167,7 @@ int main(void)
     kn_ctx *ctx = kn_ctx_new(NULL);
     LoopOptions o = {0}, small = {8, 4, 0, 0}, no_mark = {0, 0, LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL, 0};
     LoopOptions no_vector = {0, 64, 0, 0}; /* vector loops of 64 and more: these stay serial */
+    LoopOptions no_unroll = {0, 0, LOOPOPT_NO_UNROLL, 0}; /* the split and guard goldens: their short loops stay */
     int64_t s48[2] = {4, 8}, s4 = 4, big[2] = {256, 256};
     kn_tensor *x = kn_randn(ctx, KN_F32, 2, s48), *w = kn_randn(ctx, KN_F32, 2, s48);
     kn_tensor *b = kn_randn(ctx, KN_F32, 1, &s4), *xb = kn_randn(ctx, KN_F32, 2, big);
@@ -423,6 +426,101 @@ int main(void)
            "  for s1 in 64\n"
            "    b2[s1] = 1\n"
            "    b0[s1] = b2[-s1+63]\n");
+    /* split: a permute read back through a flat loop of 12 = 3*4 (b1 is (4, 3), b0 its
+     * transpose (3, 4) flattened) divides by 4; split by 4, the index is affine in both loops; a
+     * flipped 3x3 window read through a loop of 18 = 2*9 splits by 9, where simplify makes the
+     * rest s6%3+s6//3*3 of one window s6 again; an odd extent (7) has no divisor of 2 to split by; and
+     * s1%2 over 6 splits into a phase loop of 2 that a mask reads through idx() */
+    hand(ctx,
+         "kernel k(out b0 f32[24], in b1 f32[24], out b2 f32[36], in b3 f32[36], out b4 f32[14], "
+         "in b5 f32[14], out b6 i64[12])\n"
+         "  for s0 in 2\n"
+         "    for s1 in 12\n"
+         "      b0[s0*12+s1] = b1[s0*12+s1//4+s1%4*3]\n"
+         "    for s2 in 18\n"
+         "      b2[s0*18+s2] = b3[s0*18+s2//9*9-s2%3-s2//3%3*3+8]\n"
+         "    for s3 in 7\n"
+         "      b4[s0*7+s3] = b5[s0*7+s3//2+s3%2*3]\n"
+         "    for s4 in 6\n"
+         "      b6[s0*6+s4] = idx(s4//2+s4%2)\n",
+         &no_unroll,
+           "kernel k(out b0 f32[24], in b1 f32[24], out b2 f32[36], in b3 f32[36], out b4 f32[14], "
+           "in b5 f32[14], out b6 i64[12])\n"
+           "  for s0 in 2\n"
+           "    for s1 in 3\n"
+           "      for s5 in 4\n"
+           "        b0[s0*12+s1*4+s5] = b1[s0*12+s1+s5*3]\n"
+           "    for s2 in 2\n"
+           "      for s6 in 9\n"
+           "        b2[s0*18+s2*9+s6] = b3[s0*18+s2*9-s6+8]\n"
+           "    for s3 in 7\n"
+           "      b4[s0*7+s3] = b5[s0*7+s3//2+s3%2*3]\n"
+           "    for s4 in 3\n"
+           "      for s7 in 2\n"
+           "        b6[s0*6+s4*2+s7] = idx(s4+s7)\n");
+    /* guards: a pad's mask (s1-1 in [0, 4) over 6) cuts its loop at 1 and 5, the pieces of one
+     * iteration become their bodies and the mask folds in each: b1 at s1-1 is plain; a phase's (s3
+     * < 1 over 2) picks a branch in each; a cat's mask on s4*4+s5 < 4, with s5 in [0, 4), cuts the
+     * outer s4 at 1 (an inner loop's range decides it), whose first piece, of one iteration, leaves
+     * its loop of 4 (too short for a vector); a compare of two loop vars (causal), undecided past
+     * the first iteration, cuts nothing; nor does a loop that declares an accumulator (s6's) */
+    hand(ctx,
+         "kernel k(out b0 f32[24], in b1 f32[16], out b2 f32[6], in b3 f32[3], out b4 f32[12], in b5 f32[4], "
+         "in b6 f32[8], out b7 f32[16], out b8 f32[4])\n"
+         "  for s0 in 4\n"
+         "    for s1 in 6\n"
+         "      b0[s0*6+s1] = where(min(cmplt(idx(s1-1), 4:i64), cmpeq(cmplt(idx(s1-1), 0:i64), 0:bool)), "
+         "b1[s0*4+s1-1], 0)\n"
+         "  for s2 in 3\n"
+         "    for s3 in 2\n"
+         "      b2[s2*2+s3] = where(cmplt(idx(s3), 1:i64), b3[s2], add(b3[s2], 1))\n"
+         "  for s4 in 3\n"
+         "    for s5 in 4\n"
+         "      b4[s4*4+s5] = where(cmplt(idx(s4*4+s5), 4:i64), b5[s5], b6[s4*4+s5-4])\n"
+         "  for s6 in 4\n"
+         "    for s7 in 4\n"
+         "      b7[s6*4+s7] = where(cmplt(idx(s6), idx(s7)), 0, b1[s6*4+s7])\n"
+         "    acc a0 f32 sum\n"
+         "    for s8 in 4\n"
+         "      a0 += where(cmplt(idx(s6), 2:i64), b1[s6*4+s8], 0)\n"
+         "    b8[s6] = a0\n",
+         &no_unroll,
+           "kernel k(out b0 f32[24], in b1 f32[16], out b2 f32[6], in b3 f32[3], out b4 f32[12], in b5 f32[4], "
+           "in b6 f32[8], out b7 f32[16], out b8 f32[4])\n"
+           "  for s0 in 4\n"
+           "    b0[s0*6] = 0\n"
+           "    for s1 in 4\n"
+           "      b0[s0*6+s1+1] = b1[s0*4+s1]\n"
+           "    b0[s0*6+5] = 0\n"
+           "  for s2 in 3\n"
+           "    b2[s2*2] = b3[s2]\n"
+           "    b2[s2*2+1] = add(b3[s2], 1)\n"
+           "  for s5 in 4\n"
+           "    b4[s5] = b5[s5]\n"
+           "  for s4 in 8 vector(8)\n"
+           "    b4[s4+4] = b6[s4]\n"
+           "  for s6 in 4\n"
+           "    for s7 in 4\n"
+           "      b7[s6*4+s7] = where(cmplt(idx(s6), idx(s7)), 0, b1[s6*4+s7])\n"
+           "    acc a0 f32 sum\n"
+           "    for s8 in 4\n"
+           "      a0 += where(cmplt(idx(s6), 2:i64), b1[s6*4+s8], 0)\n"
+           "    b8[s6] = a0\n");
+    /* guards: s0's cut (at 1) makes two pieces of one iteration, each unwrapped, and the s1 of
+     * the second is cut in the next round (at 1): loops nested in a cut loop are cut in pieces of
+     * their own (a product's backward) */
+    hand(ctx,
+         "kernel k(out b0 f32[8], in b1 f32[8])\n"
+         "  for s0 in 2\n"
+         "    for s1 in 4\n"
+         "      b0[s0*4+s1] = where(cmplt(idx(s0*4+s1), 4:i64), b1[s1], where(cmplt(idx(s1), 1:i64), 0, b1[s0*4+s1]))\n",
+         &no_unroll,
+           "kernel k(out b0 f32[8], in b1 f32[8])\n"
+           "  for s1 in 4\n"
+           "    b0[s1] = b1[s1]\n"
+           "  b0[4] = 0\n"
+           "  for s1 in 3\n"
+           "    b0[s1+5] = b1[s1+5]\n");
     /* options: a small threshold and width 4 */
     hand(ctx,
          "kernel k(out b0 f32[16], in b1 f32[16], in b2 f32[4])\n"

@@ -722,6 +722,8 @@ static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
 }
 
 static int run_ir(int how, const char *text, void **bufs) { return run_ir_isa(how, NULL, text, bufs); }
+static int renders_with(const CIsa *isa, const char *text, const char *want);
+static int same_or_nan(const float *a, const float *b, int n);
 
 #ifndef __wasi__
 /* The "c" target's build (c_cc_flags: cc's options, with the ISA's and no FP
@@ -988,6 +990,197 @@ static void test_loops(int how)
         int ok = 1;
         for (int i = 0; i < 10; i++) ok &= u0[i] == b1[i / 5 + i % 5] + (float)(i % 5);
         for (int i = 0; i < 8; i++) ok &= u2[i] == b1[i % 4] * (float)(i / 4);
+        CHECK(ok);
+    }
+}
+
+/* The scalar dialect's innermost loops (render.c, put_unrolled): accesses
+ * at strides 1, -1 and 2 through pointers set once per group of 4, no
+ * multiply left in the statements, and one of stride 0 (a load the loop
+ * does not change) read once before the loop; extents of 13 and 11 (groups and a
+ * rest); a sum chained through a group's copies (8 of them), the same bits
+ * as the serial sum;
+ * a load under a where that reads past its buffer (b1 ends at a guard page)
+ * where the mask is false: it joins the pointer of an unconditional load of
+ * the same buffer and is never made. */
+static void test_unrolled(int how)
+{
+    static const char text[] =
+        "kernel unr(out b0 f32[78], in b1 f32[96], out b2 f32[6], in b3 f32[6], out b4 f32[13])\n"
+        "  for s0 in 6\n"
+        "    for s1 in 13\n"
+        "      b0[s0*13+s1] = add(mul(b1[s0*16+s1+2], b3[s0]), b1[s0*16-s1+14])\n"
+        "    acc a0 f32 sum\n"
+        "    for s2 in 11\n"
+        "      a0 += mul(b1[s0*8+s2*2], b1[s0*8+s2*2+1])\n"
+        "    b2[s0] = a0\n"
+        "  for s3 in 13\n"
+        "    b4[s3] = add(b1[s3+83], where(cmplt(idx(s3), 12:i64), b1[s3+84], 0))\n";
+    if (how == PORT_TCC) {
+        CHECK(renders_with(NULL, text, "s1_q0[3] = (s1_q1[3] * s1_h0) + s1_q2[-3];"));
+        CHECK(renders_with(NULL, text, "const float *s1_q2 = b1 + (s1_r2 - s1_o);"));
+        CHECK(renders_with(NULL, text, "const float s1_h0 = b3[s0];")); /* once a row */
+        CHECK(renders_with(NULL, text, "a0 = ((((((((a0 + (s2_q0[0] * s2_q0[1])) + (s2_q0[2] * s2_q0[3])) + "
+                                       "(s2_q0[4] * s2_q0[5])) + (s2_q0[6] * s2_q0[7])) + (s2_q0[8] * s2_q0[9]))"));
+        CHECK(renders_with(NULL, text, "a0 = a0 + (s2_q0[0] * s2_q0[1]);")); /* the 3 left over */
+        CHECK(renders_with(NULL, text, "s3_q0[3] = s3_q1[3] + ((s3 < 12) ? s3_q1[4] : 0.0f);"));
+        CHECK(renders_with(c_isa_host(), text, "b0[s0*13 + s1] = (b1[s0*16 + s1 + 2] * b3[s0]) + b1[s0*16 - s1 + 14];"));
+    }
+    float b0[78], b2[6], b3[6], b4[13], in[96];
+    for (int i = 0; i < 96; i++) in[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+    for (int i = 0; i < 6; i++) b3[i] = 0.25f * (float)i - 0.6f;
+    Buf g;
+    if (!CHECK(buf_alloc(&g, sizeof in, 1))) return;
+    memcpy(g.p, in, sizeof in);
+    void *bufs[6] = {b0, g.p, b2, b3, b4, NULL};
+    if (run_ir(how, text, bufs)) {
+        int ok = 1;
+        for (int i = 0; i < 6; i++) {
+            float a = 0;
+            for (int j = 0; j < 13; j++) ok &= b0[i * 13 + j] == in[i * 16 + j + 2] * b3[i] + in[i * 16 - j + 14];
+            for (int j = 0; j < 11; j++) a = a + in[i * 8 + j * 2] * in[i * 8 + j * 2 + 1];
+            ok &= memcmp(&a, &b2[i], sizeof a) == 0;
+        }
+        for (int j = 0; j < 13; j++) ok &= b4[j] == in[j + 83] + (j < 12 ? in[j + 84] : 0.0f);
+        CHECK(ok);
+    }
+    buf_free(&g);
+}
+
+/* Values an innermost loop of the scalar dialect does not change are
+ * computed once before it: a row's scale and the reciprocal of its sum (an
+ * accumulator the loop does not update) and a row's mask; not a load of a
+ * buffer the loop stores (b0 itself, read after the row's first store),
+ * nor one that leaves its buffer for some row (b3 at s0+3, guarded: b3
+ * ends at a guard page), nor the sum a loop updates. */
+static void test_hoisted(int how)
+{
+    static const char text[] =
+        "kernel hoist(out b0 f32[64], in b1 f32[64], in b2 f32[4], in b3 f32[5])\n"
+        "  for s0 in 4\n"
+        "    acc a0 f32 sum\n"
+        "    for s1 in 16\n"
+        "      a0 += mul(b1[s0*16+s1], b2[s0])\n"
+        "    for s2 in 16\n"
+        "      b0[s0*16+s2] = add(mul(b1[s0*16+s2], mul(b2[s0], recip(a0))), "
+        "where(cmplt(idx(s0), 2:i64), b3[s0+3], b0[s0*16]))\n";
+    if (how == PORT_TCC) {
+        CHECK(renders_with(NULL, text, "const float s2_h0 = b2[s0] * (1 / a0);"));
+        CHECK(renders_with(NULL, text, "const float s1_h0 = b2[s0];"));
+        CHECK(renders_with(NULL, text, "s2_q0[3] = (s2_q1[3] * s2_h0) + (s2_h1 ? b3[s0 + 3] : s2_q2[0]);"));
+    }
+    float b0[64], w0[64], b1[64], b2[4] = {0.5f, -1.25f, 2.0f, 3.0f}, in3[5] = {1, 2, 3, 4, 5};
+    for (int i = 0; i < 64; i++) b1[i] = (float)(i % 9) - 3.5f, b0[i] = w0[i] = 100.0f + (float)i;
+    Buf g;
+    if (!CHECK(buf_alloc(&g, sizeof in3, 1))) return;
+    memcpy(g.p, in3, sizeof in3);
+    void *bufs[5] = {b0, b1, b2, g.p, NULL};
+    if (run_ir(how, text, bufs)) {
+        for (int i = 0; i < 4; i++) { /* the kernel, serially: b0[s0*16] read after its store */
+            float a = 0;
+            for (int j = 0; j < 16; j++) a = a + b1[i * 16 + j] * b2[i];
+            for (int j = 0; j < 16; j++) w0[i * 16 + j] = b1[i * 16 + j] * (b2[i] * (1 / a)) + (i < 2 ? in3[i + 3] : w0[i * 16]);
+        }
+        CHECK(memcmp(w0, b0, sizeof w0) == 0);
+    }
+    buf_free(&g);
+}
+
+/* A where of the scalar dialect whose mask reads a buffer and whose
+ * branches are cheap loads in bounds and constants (a ReLU's backward
+ * mask) is KN_TSEL, a select on bits under TinyCC; one whose mask is of
+ * indices (a pad's) stays a ?:, as does one with a call in a branch. Both
+ * give the same bits as the ?:, -0 and NaN payloads included, in f32 and
+ * f64. */
+static void test_data_select(int how)
+{
+    static const char text[] =
+        "kernel dsel(out b0 f32[37], in b1 bool[37], in b2 f32[37], in b3 bool[37], out b4 f64[37], in b5 f64[37], "
+        "out b6 f32[37])\n"
+        "  for s0 in 37\n"
+        "    b0[s0] = where(b1[s0], b2[s0], where(b3[s0], 0, b2[s0]))\n"
+        "    b4[s0] = where(b1[s0], neg(b5[s0]), 1.5:f64)\n"
+        "    b6[s0] = add(where(cmplt(idx(s0), 20:i64), b2[s0], 2), where(b3[s0], sqrt(b2[s0]), -0))\n";
+    if (how == PORT_TCC) {
+        /* the three stores share the masks and b2's load as temporaries (a run of stores: put_run) */
+        CHECK(renders_with(NULL, text, "s0_q0[0] = KN_TSEL(t0, t1, KN_TSEL(t2, 0.0f, t1));"));
+        CHECK(renders_with(NULL, text, "s0_q4[0] = KN_TDSEL(t0, -s0_q5[0], 1.5);"));
+        CHECK(renders_with(NULL, text, "s0_q6[0] = KN_SEL(s0 < 20, t1, 2.0f) + (t2 ? sqrtf(t1) : (-0.0f));"));
+        CHECK(renders_with(c_isa_host(), text, "b0[s0] = t0 ? t1 : KN_SEL(t2, 0.0f, t1);"));
+    }
+    uint8_t m1[37], m3[37];
+    float b0[37], b2[37], b6[37];
+    double b4[37], b5[37];
+    static const float sp[] = {-0.0f, 0.0f, 1.5f, -2.25f, INFINITY, -INFINITY, NAN};
+    uint32_t payload = 0x7fc12345u;
+    for (int i = 0; i < 37; i++) {
+        m1[i] = (uint8_t)((i * 7 + i / 3) % 2), m3[i] = (uint8_t)((i * 5) % 3 == 0);
+        b2[i] = i < 7 ? sp[i] : (float)(i % 9) - 4.0f;
+        b5[i] = i < 7 ? (double)sp[i] : (double)(i % 5) - 2.5;
+    }
+    memcpy(&b2[8], &payload, 4); /* a NaN of its own bits */
+    void *bufs[8] = {b0, m1, b2, m3, b4, b5, b6, NULL};
+    if (run_ir(how, text, bufs)) {
+        int ok = 1;
+        for (int i = 0; i < 37; i++) {
+            float w0 = m1[i] ? b2[i] : m3[i] ? 0.0f : b2[i], w6 = (i < 20 ? b2[i] : 2.0f) + (m3[i] ? sqrtf(b2[i]) : -0.0f);
+            double w4 = m1[i] ? -b5[i] : 1.5;
+            ok &= memcmp(&w0, &b0[i], 4) == 0 && memcmp(&w4, &b4[i], 8) == 0 && same_or_nan(&w6, &b6[i], 1);
+        }
+        CHECK(ok);
+    }
+}
+
+/* Copies and zeros in the scalar dialect: an innermost loop that stores a
+ * load of another buffer at stride 1 (a row of a transpose read back, a
+ * cast to its own dtype) is memcpy, one that stores +0 is memset, the
+ * same bytes (a NaN's own bits too); a loop shorter than 16, a bool copy
+ * (normalised), -0 and a buffer copied onto itself stay loops. */
+static void test_copies(int how)
+{
+    static const char text[] =
+        "kernel cp(out b0 f32[96], in b1 f32[96], out b2 i64[40], in b3 i64[40], out b4 bool[20], in b5 bool[20], "
+        "out b6 f32[60])\n"
+        "  for s0 in 4\n"
+        "    for s1 in 24\n"
+        "      b0[s0*24+s1] = cast.f32(b1[s0*24+s1])\n"
+        "  for s2 in 2\n"
+        "    for s3 in 20\n"
+        "      b2[s2*20+s3] = b3[s3+s2*20]\n"
+        "    for s4 in 10\n"
+        "      b4[s2*10+s4] = b5[s2*10+s4]\n"
+        "  for s5 in 20\n"
+        "    b6[s5] = 0\n"
+        "  for s6 in 20\n"
+        "    b6[s6+20] = -0\n"
+        "  for s7 in 20\n"
+        "    b6[s7+40] = b6[s7]\n";
+    if (how == PORT_TCC) {
+        CHECK(renders_with(NULL, text, "memcpy(&b0[s0*24 + s1], &b1[s0*24 + s1], (size_t)n_ * sizeof *b0);"));
+        CHECK(renders_with(NULL, text, "memcpy(&b2[s2*20 + s3], &b3[s2*20 + s3], (size_t)n_ * sizeof *b2);"));
+        CHECK(renders_with(NULL, text, "memset(&b6[s5], 0, (size_t)n_ * sizeof *b6);"));
+        CHECK(!renders_with(NULL, text, "memcpy(&b4"));
+        CHECK(!renders_with(NULL, text, "memset(&b6[s6"));
+        CHECK(!renders_with(NULL, text, "memcpy(&b6"));
+        CHECK(!renders_with(c_isa_host(), text, "memcpy(&b0"));
+    }
+    float b0[96], b1[96], b6[60];
+    int64_t b2[40], b3[40];
+    uint8_t b4[20], b5[20];
+    uint32_t snan = 0x7f812345u;
+    for (int i = 0; i < 96; i++) b1[i] = (float)i * 0.75f - 20.0f;
+    memcpy(&b1[7], &snan, 4); /* a signalling NaN's bits, copied as they are */
+    for (int i = 0; i < 40; i++) b3[i] = (int64_t)i * 1000000007 - INT64_C(4000000000);
+    for (int i = 0; i < 20; i++) b5[i] = (uint8_t)(i % 3 == 0 ? 7 : 0); /* a bool stored as 7 reads back as 1 */
+    memset(b6, 0x55, sizeof b6);
+    void *bufs[8] = {b0, b1, b2, b3, b4, b5, b6, NULL};
+    if (run_ir(how, text, bufs)) {
+        int ok = memcmp(b0, b1, sizeof b0) == 0 && memcmp(b2, b3, sizeof b2) == 0;
+        for (int i = 0; i < 20; i++) {
+            float z = 0.0f, w = -0.0f;
+            ok &= b4[i] == (b5[i] != 0) && memcmp(&b6[i], &z, 4) == 0 && memcmp(&b6[i + 20], &w, 4) == 0 &&
+                  memcmp(&b6[i + 40], &z, 4) == 0;
+        }
         CHECK(ok);
     }
 }
@@ -1322,7 +1515,9 @@ static void test_text(void)
     CHECK(c_render(kp, 2, small, sizeof small) == n && strlen(small) == sizeof small - 1);
     CHECK(full && memcmp(small, full, sizeof small - 1) == 0);
     CHECK(full && strstr(full, "void one(void **b)") && strstr(full, "void two(void **b)"));
-    CHECK(full && strstr(full, "kn_h2f(b1[-s0 + 3])") != NULL);
+    /* the scalar dialect reads b1 at 3 - s0 through a pointer set once per group of iterations */
+    CHECK(full && strstr(full, "const uint16_t *s0_q1 = b1 + (s0_r1 - s0_o);") != NULL);
+    CHECK(full && strstr(full, "kn_h2f(s0_q1[-3])") != NULL);
     CHECK(c_render(kp, 0, NULL, 0) < n); /* the prelude alone */
     free(full);
     expr_free(&ex);
@@ -1348,9 +1543,15 @@ static void test_select(int how, const CIsa *isa)
         "    for s3 in 4\n"
         "      a0 max= where(cmplt(idx(s2), idx(s3)), -inf, b1[s2*4+s3])\n"
         "    b3[s2] = a0\n";
-    CHECK(renders_with(isa, text, "= KN_SEL(s0 < s1, (-INFINITY), b1[s0*4 + s1]);"));
-    CHECK(renders_with(isa, text, "= ((s0*4 + s1) < 15) ? b1[s0*4 + s1 + 1] : 7.0f;"));
-    CHECK(renders_with(isa, text, "kn_accmaxf(a0, KN_SEL(s2 < s3, (-INFINITY), b1[s2*4 + s3]))"));
+    if (isa) {
+        CHECK(renders_with(isa, text, "= KN_SEL(s0 < s1, (-INFINITY), b1[s0*4 + s1]);"));
+        CHECK(renders_with(isa, text, "= ((s0*4 + s1) < 15) ? b1[s0*4 + s1 + 1] : 7.0f;"));
+        CHECK(renders_with(isa, text, "kn_accmaxf(a0, KN_SEL(s2 < s3, (-INFINITY), b1[s2*4 + s3]))"));
+    } else { /* the scalar dialect's loads through its pointers: the guarded one joins b1's */
+        CHECK(renders_with(isa, text, "s1_q0[1] = KN_SEL(s0 < s1, (-INFINITY), s1_q1[1]);"));
+        CHECK(renders_with(isa, text, "s1_q2[3] = ((s0*4 + s1) < 15) ? s1_q1[4] : 7.0f;"));
+        CHECK(renders_with(isa, text, "a0 = kn_accmaxf(a0, KN_SEL(s2 < s3, (-INFINITY), s3_q0[2]));"));
+    }
     float *in = malloc(64 * sizeof *in), *b1 = in + 48, b0[16], b2[16], b3[4];
     for (int i = 0; in && i < 16; i++) b1[i] = (float)(i * 7 % 11) - 5;
     void *bufs[4] = {b0, b1, b2, b3};
@@ -1444,7 +1645,10 @@ int main(void)
     test_select(PORT_CC, c_isa_host());
     if (port_jit_available(PORT_TCC)) test_shape_symbols(ctx, PORT_TCC, NULL);
     if (port_jit_available(PORT_CC)) test_shape_symbols(ctx, PORT_CC, c_isa_host());
-    for (int how = PORT_TCC; how <= PORT_CC; how++) test_index(how), test_checks(how), test_loops(how), test_math(how, NULL);
+    for (int how = PORT_TCC; how <= PORT_CC; how++)
+        test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_hoisted(how), test_data_select(how),
+            test_copies(how),
+            test_math(how, NULL);
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
 #ifndef __wasi__
     if (port_jit_available(PORT_CC)) test_inlined(c_isa_host());
