@@ -148,6 +148,17 @@ int graph_verify(kn_ctx *ctx, const Graph *g); /* 0 ok, else error set */
 size_t graph_dump(const Graph *g, char *buf, size_t cap); /* text; returns length needed */
 
 /* ---- the context ---- */
+/* Freed storage blocks a context keeps for reuse, at most (tensor.c): none where memory is the linear
+ * memory of a WASM module or a microcontroller's, and under AddressSanitizer (it would hide a
+ * use after free). */
+#if defined(__wasm__) || defined(__thumb__) || defined(__SANITIZE_ADDRESS__)
+#define KN_CACHE_BLOCKS 1
+#define KN_CACHE_ON 0
+#else
+#define KN_CACHE_BLOCKS 64
+#define KN_CACHE_ON 1
+#endif
+
 struct kn_ctx {
     kn_alloc_fn alloc;
     void *alloc_user;
@@ -174,6 +185,11 @@ struct kn_ctx {
     struct Eager *eager;     /* their kernel cache, made at the first op that needs it */
     uint64_t clock;          /* the last Storage.stamp handed out */
     uint8_t said_no_jit;     /* per kn_backend bit: kn_compile said that backend has no compiler here */
+    /* freed storage kept for reuse (tensor.c, "freed storage kept"): blocks as data_alloc made them */
+    void *cache_raw[KN_CACHE_BLOCKS];
+    size_t cache_bytes[KN_CACHE_BLOCKS];
+    int ncache;
+    size_t cache_total;
 };
 
 /* ---- errors ---- */
@@ -215,6 +231,7 @@ void tensor_unhold(kn_ctx *ctx, kn_tensor *h);
 /* Marks st as written now (a new stamp): every write into a storage after the op that made it must,
  * tensor_assign, a program's outputs, a swap of bytes between storages. NULL is ignored. */
 void storage_stamp(kn_ctx *ctx, Storage *st);
+void storage_cache_flush(kn_ctx *ctx); /* frees the blocks kept for reuse (kn_ctx_free) */
 /* t (just made, on the live list) becomes a handle its maker owns: off every
  * scope's list, ignored by kn_free, released with tensor_unhold. */
 kn_tensor *tensor_own(kn_ctx *ctx, kn_tensor *t);

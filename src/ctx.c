@@ -107,6 +107,7 @@ void kn_ctx_free(kn_ctx *ctx)
     while (ctx->live) kn_free(ctx, ctx->live);
     if (ctx->trace) graph_free(ctx->trace);
     eager_free(ctx);
+    storage_cache_flush(ctx);
     ctx->alloc(ctx->alloc_user, ctx, sizeof *ctx, 0);
 }
 

@@ -95,10 +95,65 @@ static kn_tensor *new_handle(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *
  * storages may exchange their data (capture.c take_storage). */
 enum { DATA_ALIGN = 64 };
 
+/* ---- freed storage kept for reuse ----
+ * An eager step frees and allocates the same sizes over and over, and a
+ * large block from libc is a fresh mapping each time, whose pages the
+ * kernel faults in and clears again at first touch: a ResNet-18 step in
+ * eager mode spent most of its time there. A context keeps up to
+ * KN_CACHE_BLOCKS freed blocks of CACHE_MIN bytes or more, CACHE_BYTES in
+ * all, and hands one back to an allocation of exactly its size; the oldest
+ * goes first when there is no room. A zeroed allocation clears a block it
+ * reuses. kn_ctx_free frees them (storage_cache_flush). */
+enum { CACHE_MIN = 256 << 10 };
+#define CACHE_BYTES ((size_t)512 << 20)
+
+static unsigned char *cache_take(kn_ctx *ctx, size_t bytes)
+{
+    for (int i = ctx->ncache; KN_CACHE_ON && bytes >= CACHE_MIN && i-- > 0;) { /* the newest first */
+        if (ctx->cache_bytes[i] != bytes) continue;
+        unsigned char *raw = ctx->cache_raw[i];
+        ctx->cache_total -= bytes;
+        memmove(&ctx->cache_raw[i], &ctx->cache_raw[i + 1], (size_t)(ctx->ncache - i - 1) * sizeof *ctx->cache_raw);
+        memmove(&ctx->cache_bytes[i], &ctx->cache_bytes[i + 1], (size_t)(ctx->ncache - i - 1) * sizeof *ctx->cache_bytes);
+        ctx->ncache--;
+        return raw;
+    }
+    return NULL;
+}
+
+static void cache_drop_oldest(kn_ctx *ctx)
+{
+    kn_dealloc(ctx, ctx->cache_raw[0], ctx->cache_bytes[0]);
+    ctx->cache_total -= ctx->cache_bytes[0];
+    ctx->ncache--;
+    memmove(&ctx->cache_raw[0], &ctx->cache_raw[1], (size_t)ctx->ncache * sizeof *ctx->cache_raw);
+    memmove(&ctx->cache_bytes[0], &ctx->cache_bytes[1], (size_t)ctx->ncache * sizeof *ctx->cache_bytes);
+}
+
+/* raw (an allocation of bytes) kept for reuse, or freed */
+static void cache_put(kn_ctx *ctx, unsigned char *raw, size_t bytes)
+{
+    if (!KN_CACHE_ON || bytes < CACHE_MIN || bytes > CACHE_BYTES) {
+        kn_dealloc(ctx, raw, bytes);
+        return;
+    }
+    while (ctx->ncache && (ctx->ncache == KN_CACHE_BLOCKS || ctx->cache_total + bytes > CACHE_BYTES))
+        cache_drop_oldest(ctx);
+    ctx->cache_raw[ctx->ncache] = raw, ctx->cache_bytes[ctx->ncache++] = bytes;
+    ctx->cache_total += bytes;
+}
+
+void storage_cache_flush(kn_ctx *ctx)
+{
+    while (ctx->ncache) cache_drop_oldest(ctx);
+}
+
 static void *data_alloc(kn_ctx *ctx, size_t bytes, int zeroed)
 {
     if (!bytes || bytes > SIZE_MAX - DATA_ALIGN) return NULL;
-    unsigned char *raw = zeroed ? kn_alloc_zeroed(ctx, bytes + DATA_ALIGN) : kn_alloc(ctx, bytes + DATA_ALIGN);
+    unsigned char *raw = cache_take(ctx, bytes + DATA_ALIGN);
+    if (raw && zeroed) memset(raw, 0, bytes + DATA_ALIGN);
+    if (!raw) raw = zeroed ? kn_alloc_zeroed(ctx, bytes + DATA_ALIGN) : kn_alloc(ctx, bytes + DATA_ALIGN);
     if (!raw) return NULL;
     size_t shift = DATA_ALIGN - (uintptr_t)raw % DATA_ALIGN;
     raw[shift - 1] = (unsigned char)shift;
@@ -109,7 +164,7 @@ static void data_free(kn_ctx *ctx, void *data, size_t bytes)
 {
     if (!data) return;
     unsigned char *d = data;
-    kn_dealloc(ctx, d - d[-1], bytes + DATA_ALIGN);
+    cache_put(ctx, d - d[-1], bytes + DATA_ALIGN);
 }
 
 static kn_tensor *new_tensor(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, int zeroed)

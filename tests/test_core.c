@@ -136,11 +136,13 @@ static void test_fills(void)
  * freed with the size it was made with: the hook's bytes balance. */
 typedef struct {
     long long bytes;
+    int calls;
 } Bal;
 
 static void *bal_alloc(void *user, void *ptr, size_t osize, size_t nsize)
 {
     Bal *b = user;
+    b->calls++;
     b->bytes += (long long)nsize - (long long)(ptr ? osize : 0);
     if (!nsize) {
         free(ptr);
@@ -151,7 +153,7 @@ static void *bal_alloc(void *user, void *ptr, size_t osize, size_t nsize)
 
 static void test_aligned(void)
 {
-    Bal bal = {0};
+    Bal bal = {0, 0};
     kn_ctx_opts o = {0};
     o.alloc = bal_alloc, o.alloc_user = &bal;
     kn_ctx *ctx = kn_ctx_new(&o);
@@ -169,10 +171,45 @@ static void test_aligned(void)
     CHECK_MSG(bal.bytes == 0, "allocated and freed bytes differ by %lld", bal.bytes);
 }
 
+/* A freed storage of 256 KiB or more is kept for the next tensor of its
+ * size (tensor.c): no call to the allocator; zeros where asked for zeros;
+ * everything freed with the context. Not kept where memory is a WASM
+ * module's or a microcontroller's (KN_CACHE_ON 0). */
+static void test_storage_cache(void)
+{
+    Bal bal = {0, 0};
+    kn_ctx_opts o = {0};
+    o.alloc = bal_alloc, o.alloc_user = &bal;
+    kn_ctx *ctx = kn_ctx_new(&o);
+    int64_t n = 1 << 18, small = 1000; /* 1 MiB of f32; 4000 bytes */
+    kn_tensor *a = kn_full(ctx, KN_F32, 1, &n, 7);
+    void *where = a ? tensor_ptr(a, 0) : NULL;
+    kn_free(ctx, a);
+    int calls = bal.calls;
+    kn_tensor *z = kn_zeros(ctx, KN_F32, 1, &n); /* the same size: the block freed above */
+    int reused = z && tensor_ptr(z, 0) == where && bal.calls == calls + 2; /* + 2: the handle, the storage record */
+    CHECK_MSG(reused == KN_CACHE_ON, "a freed block of 1 MiB reused: %d (cache %d), %d allocator calls", reused,
+              KN_CACHE_ON, bal.calls - calls);
+    static float f[1 << 18];
+    if (z) kn_read(ctx, z, f, sizeof f);
+    int zeros = 1;
+    for (int64_t i = 0; z && i < n; i++) zeros &= f[i] == 0;
+    CHECK_MSG(z && zeros, "a reused block given as zeros is not");
+    kn_free(ctx, z);
+    kn_tensor *other = kn_full(ctx, KN_F32, 2, (int64_t[]){2, n / 2}, 3); /* another shape, the same bytes */
+    CHECK((other && tensor_ptr(other, 0) == where) == KN_CACHE_ON);
+    kn_tensor *s = kn_full(ctx, KN_F32, 1, &small, 1); /* small blocks go straight back to the allocator */
+    kn_free(ctx, s);
+    CHECK(ctx->ncache == 0);
+    kn_ctx_free(ctx);
+    CHECK_MSG(bal.bytes == 0, "allocated and freed bytes differ by %lld", bal.bytes);
+}
+
 int main(void)
 {
     test_fills();
     test_aligned();
+    test_storage_cache();
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_views(ctx);
     test_arith(ctx);
