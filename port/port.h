@@ -26,6 +26,12 @@ int port_read_file(const char *path, void **data, size_t *size, char *why);
  * so an interrupted write never leaves a half-written file. 0 or -1. */
 int port_write_file(const char *path, const void *data, size_t size, char *why);
 
+/* p .. p+n (from malloc) is about to be written through: where the platform
+ * has large pages on request (Linux: transparent huge pages, madvise), its
+ * 2 MiB-aligned interior is faulted in 2 MiB at a time. A hint: nothing
+ * happens where there are none, and nothing is reported. */
+void port_advise_large(void *p, size_t n);
+
 /* number of hardware threads (1 where unknown) */
 int port_ncpu(void);
 

@@ -13,6 +13,12 @@
 
 int port_ncpu(void) { return 1; }
 
+void port_advise_large(void *p, size_t n)
+{
+    (void)p;
+    (void)n;
+}
+
 int port_threads(void) { return 1; }
 
 void port_set_threads(int n) { (void)n; }
