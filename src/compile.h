@@ -1,6 +1,6 @@
 /*
- * compile.h — compiling a primitive graph into a program, and running it
- * (compile.c). Capture (kn_compile) builds on this.
+ * compile.h — compiling a primitive graph into a program (compile.c), and
+ * running it (program.c). Capture (kn_compile) builds on this.
  */
 #ifndef KN_COMPILE_H
 #define KN_COMPILE_H
@@ -18,7 +18,7 @@ typedef struct {
     kn_mode mode;           /* KN_MODE_MAX_AUTOTUNE: time candidate GEMM blockings and vector widths on this
                                machine, remember the winners (KN_MODE_DEFAULT, _REDUCE_OVERHEAD: defaults) */
     int keep_packed;        /* 1: a dot whose B is a graph input keeps B packed across runs while its storage
-                               is unchanged (compile.c, "B kept packed"): kn_compile's programs, whose weights
+                               is unchanged (program.c, "B kept packed"): kn_compile's programs, whose weights
                                come back call after call; not eager's one-op programs */
     const int *donate;      /* per output (NULL: none): the input whose storage it may be written into, in
                                place, or -1: the caller replaces that input's value by the output's after

@@ -92,7 +92,7 @@ typedef struct {
     int borrowed; /* data belongs to someone else (a program's arena): not freed here */
     uint64_t stamp; /* changes whenever the bytes may have: a value of the context's clock, new at the storage's
                        making and at every later write into it (storage_stamp), so a program can tell a
-                       parameter it has seen, unchanged, from one written since (compile.c, kept packed B) */
+                       parameter it has seen, unchanged, from one written since (program.c, kept packed B) */
 } Storage;
 
 enum {

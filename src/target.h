@@ -1,7 +1,8 @@
 /*
  * target.h — what a code generator is: one struct of function pointers that
  * turns loop-IR kernels into something a machine runs. src/compile.c drives
- * it; nothing else in the compiler knows which target is in use.
+ * it and src/program.c runs what it loaded; nothing else in the compiler
+ * knows which target is in use.
  *
  * The C target (targets/c) fills it twice, for its two compile-and-load
  * paths: "tcc" renders the scalar dialect and compiles it in the process

@@ -1,6 +1,6 @@
 /*
  * test_keep.c — a compiled dot keeps its weight B packed across calls
- * (src/compile.c, "B kept packed"): whatever changes the weight between
+ * (src/program.c, "B kept packed"): whatever changes the weight between
  * calls, the next call must equal eager on the weight as it is then.
  *
  * A two-layer MLP, relu(x W1^T + b1) W2^T + b2, x (128, 600), W1 (70, 600)

@@ -97,7 +97,7 @@
  * buffer, holding B as it is now, or NULL to pack B itself, as without
  * bkeep. So a caller that knows B is unchanged since it packed it (a
  * weight, between inference calls) skips the packing of every call: ~17%
- * of the mlp's inference (src/compile.c, "B kept packed"). The product is
+ * of the mlp's inference (src/program.c, "B kept packed"). The product is
  * bitwise the same either way. The scalar and runtime dialects define no
  * NAME_bpack and ignore bkeep.
  */
