@@ -994,7 +994,7 @@ static void test_loops(int how)
     }
 }
 
-/* The scalar dialect's innermost loops (render.c, put_unrolled): accesses
+/* The scalar dialect's innermost loops (loop.c, put_unrolled): accesses
  * at strides 1, -1 and 2 through pointers set once per group of 4, no
  * multiply left in the statements, and one of stride 0 (a load the loop
  * does not change) read once before the loop; extents of 13 and 11 (groups and a
@@ -1438,7 +1438,7 @@ static int same_three(const CIsa *isa, const char *text, int nb, const float *x,
     return ok;
 }
 
-/* Prefetches of the SIMD dialect (render.c, "the next row, prefetched"
+/* Prefetches of the SIMD dialect (loop.c, "the next row, prefetched"
  * and "streams prefetched ahead"): a row kernel of two passes over rows of
  * 1 KiB or more (a max, then x - max) prefetches the first pass's next
  * row, one of rows under

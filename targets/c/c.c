@@ -28,7 +28,7 @@ static size_t cc_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
 /* -O2, not -O3: 0.6x the compile time (cc CPU of a cold training step, gpt
  * 5.1 -> 3.3 s, cnn 11.4 -> 6.9 s) at -O3's speed (steps and bench ops side
  * by side, 2026-11-25), given what -O3 did that -O2 does not: the SIMD
- * dialect's helpers are always_inline (render.c: at -O2 gcc left exp, erf
+ * dialect's helpers are always_inline (prelude.c: at -O2 gcc left exp, erf
  * and tanh out of line and their loops scalar); gcc gets -O3's vectoriser
  * cost model back (its -O2 one vectorises only loops that need no epilogue:
  * 1/3 of the loops of the steps stayed scalar; clang's -O2 has it, and

@@ -1,5 +1,6 @@
 /*
- * render.h — targets/c: loop-IR kernels to C99 text (render.c).
+ * render.h — targets/c: loop-IR kernels to C99 text (render.c, loop.c,
+ * prelude.c).
  *
  *     size_t n = c_render(ks, nk, NULL, 0);        // the length the text needs
  *     char *src = malloc(n + 1);

@@ -1,0 +1,1295 @@
+/*
+ * loop.c — targets/c: how the C renderer (render.c) writes a loop
+ * statement, in either dialect (render.h). put_loop writes the plain C
+ * loop, or one of the forms that replace it:
+ * - unroll(W): each group of W iterations written out (put_unroll);
+ * - the SIMD dialect's vector loops: accumulators in lanes, on GNU C
+ *   vectors where the compiler has them (put_lanes), a large output
+ *   streamed past the caches (put_stream), long streams prefetched ahead
+ *   (put_ahead), and after a row's first pass, the next row's lines
+ *   prefetched (put_prefetch);
+ * - the scalar dialect's innermost loops, written out for TinyCC: accesses
+ *   through stream pointers, the body copied a few times a group, chains of
+ *   updates in registers, invariants computed once (put_unrolled), or a
+ *   memcpy or memset (put_copy).
+ * Every form keeps the bits of the plain loop, as each comment says.
+ *
+ * Apart from render.c, which writes values, statements and kernels: these
+ * forms are half of the renderer, and they meet the rest at a narrow seam.
+ * A form writes a loop's control and calls render_put_block for its body;
+ * the value emitter asks loop.c only how a copy of an unrolled body names
+ * an access, a hoisted value or a chain's accumulator (loop_put_access,
+ * loop_put_hoisted, loop_put_chain).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "render_int.h"
+#include "../../src/loopopt.h" /* loopopt_range */
+
+static const char *const loop_kinds[] = {"serial", "parallel", "vector", "unroll", "gpu_block", "gpu_thread"};
+
+#define MAX_LANE_ACCS 16 /* accumulators one vector loop may update in lanes */
+
+/* The accumulators the body of vector loop x updates, if the SIMD dialect
+ * can give each its own lanes: the body is stores and updates only (no
+ * loops, no declarations), the accumulators are f32, f64 or integers, the
+ * width is a power of two, and no value in the body reads an accumulator
+ * it updates (lanes hold partial results). Their numbers into accs; the
+ * count, 0 when the body updates none, -1 when lanes are not possible. */
+/* The lanes of vector loop x: its width, or more where the ISA wants more
+ * vectors in flight (a multiple of the width: the same order on any ISA
+ * of as many lanes). */
+static int lanes_of(const R *r, const IrNode *x)
+{
+    int w = (int)x->width;
+    while (r->isa && w < r->isa->lanes && w <= 32) w *= 2;
+    return w;
+}
+
+static int lane_accs(R *r, const IrNode *x, int *accs)
+{
+    int n = 0;
+    if (x->width < 2 || x->width > 64 || (x->width & (x->width - 1))) return -1;
+    for (IrRef s = x->child; s; s = r->k->nodes[s].next) {
+        const IrNode *y = stmt_at(r, s);
+        if (!y || (y->kind != IR_STORE && y->kind != IR_UPDATE)) return -1;
+        if (y->kind != IR_UPDATE) continue;
+        const IrNode *v = value_at(r->k, y->a, s);
+        if (!v || (v->dtype != KN_F32 && v->dtype != KN_F64 && dt_is_float((kn_dtype)v->dtype))) return -1;
+        int seen = 0;
+        for (int i = 0; i < n; i++) seen |= accs[i] == y->var;
+        if (!seen && n == MAX_LANE_ACCS) return -1;
+        if (!seen) accs[n++] = y->var;
+    }
+    for (IrRef s = x->child; s; s = r->k->nodes[s].next) {
+        if (!render_dag_build(r, r->k->nodes[s].a, s)) return -1;
+        for (int i = 0; i < r->d->n; i++) {
+            const IrNode *v = &r->k->nodes[r->d->v[i].ref];
+            for (int j = 0; v->kind == IR_ACCVAL && j < n; j++)
+                if (v->var == accs[j]) return -1;
+        }
+    }
+    return n;
+}
+
+/* The update statement of accumulator acc in the body of x (its op and dtype). */
+static const IrNode *acc_update(const R *r, const IrNode *x, int acc, kn_dtype *dt)
+{
+    for (IrRef s = x->child; s; s = r->k->nodes[s].next) {
+        const IrNode *y = &r->k->nodes[s], *v;
+        if (y->kind == IR_UPDATE && y->var == acc && (v = value_at(r->k, y->a, s))) {
+            *dt = (kn_dtype)v->dtype;
+            return y;
+        }
+    }
+    return NULL;
+}
+
+/* acc = acc op lane[i]: the combination of an accumulator's lanes. */
+static void put_combine(R *r, const IrNode *u, kn_dtype dt, const char *dst, const char *src)
+{
+    int fl = dt_is_float(dt);
+    if (u->op == OP_RMAX) put(r->o, "%s = %s(%s, %s);", dst, fl ? (dt == KN_F32 ? "kn_accmaxf" : "kn_accmax") : "kn_imax", dst, src);
+    else if (fl) put(r->o, "%s = %s + %s;", dst, dst, src);
+    else put(r->o, "%s = (int64_t)((uint64_t)%s + (uint64_t)%s);", dst, dst, src);
+}
+
+/* The bytes of one vector register of the SIMD dialect's instruction set,
+ * for the GNU C vectors of lane accumulators; 0: none. */
+static int vec_bytes(const CIsa *isa)
+{
+    if (!isa) return 0;
+    if (!strcmp(isa->name, "avx512")) return 64;
+    if (!strcmp(isa->name, "avx2")) return 32;
+    if (!strcmp(isa->name, "sse2") || !strcmp(isa->name, "neon") || !strcmp(isa->name, "wasm128")) return 16;
+    return 0;
+}
+
+/* dst = dst op src on GNU C vectors of an accumulator's lanes, as
+ * put_combine on each lane, through masks of compares (the vector ?: is C++
+ * only); integer sums wrap as uint64. A float max is two chains, each of a
+ * compare and a blend where kn_accmaxf's one chain has two compares: dst
+ * takes src where dst < src, and nan (aN_qK) takes src while it is not NaN,
+ * so it ends as the lane's first NaN if there is one, which put_lanes then
+ * puts in dst: kn_accmaxf's result, bit for bit (it keeps the first NaN and,
+ * of equal values, the first). Where src is a direct_load (redo), dst
+ * takes KN_VMAXF(src, dst), one instruction on x86 and the same value but
+ * where a NaN is, and nan is a mask that records a NaN in src: put_lanes
+ * then redoes the lanes serially, so NaN costs time, never bits (softmax
+ * 4096x1024's row max, one thread: 0.426 -> 0.407 ns/element for the
+ * kernel). */
+static void put_vcombine(R *r, const IrNode *u, kn_dtype dt, int acc, const char *dst, const char *src, const char *nan,
+                         int redo)
+{
+    int fl = dt_is_float(dt);
+    if (u->op == OP_RMAX && fl && redo)
+        put(r->o, "%s = %s(%s, %s); %s = %s | (%s != %s);", dst, dt == KN_F32 ? "KN_VMAXF" : "KN_VMAX", src, dst, nan,
+            nan, src, src);
+    else if (u->op == OP_RMAX && fl)
+        put(r->o,
+            "{ __typeof__(%s == %s) m_ = %s < %s; %s = (a%d_vt)((m_ & (__typeof__(m_))%s) | (~m_ & (__typeof__(m_))%s)); "
+            "m_ = %s == %s; %s = (a%d_vt)((m_ & (__typeof__(m_))%s) | (~m_ & (__typeof__(m_))%s)); }",
+            dst, dst, dst, src, dst, acc, src, dst, nan, nan, nan, acc, src, nan);
+    else if (u->op == OP_RMAX)
+        put(r->o, "{ __typeof__(%s > %s) m_ = %s > %s; %s = (m_ & %s) | (~m_ & %s); }", src, dst, src, dst, dst, src, dst);
+    else if (fl) put(r->o, "%s = %s + %s;", dst, dst, src);
+    else put(r->o, "%s = (a%d_vt)((a%d_ut)%s + (a%d_ut)%s);", dst, acc, acc, dst, acc, src);
+}
+
+/* The load that update u of vector loop s_v adds (or maxes) in as it is:
+ * its buffer holds the accumulator's own C type, no data-dependent offset,
+ * and the index is s_v + terms without s_v (unit stride); else NULL. */
+static const IrNode *direct_load(const R *r, const IrNode *u, int v)
+{
+    const IrNode *x = u && u->a && u->a < r->k->n ? &r->k->nodes[u->a] : NULL;
+    const ExprNode *e = x ? expr_node(r->k->ex, x->index) : NULL;
+    int units = 0;
+    if (!e || x->kind != IR_LOAD || x->a || x->buf < 0 || x->buf >= r->k->nbufs) return NULL;
+    if (x->dtype != KN_F32 && x->dtype != KN_F64 && x->dtype != KN_I64) return NULL;
+    if (e->kind == EX_SYM) return e->c == v ? x : NULL;
+    if (e->kind != EX_ADD) return NULL;
+    for (int i = 0; i < e->n; i++) {
+        const ExprNode *a = expr_node(r->k->ex, e->args[i]);
+        if (a && a->kind == EX_SYM && a->c == v) units++;
+        else if (expr_has_sym(r->k->ex, e->args[i], v)) return NULL;
+    }
+    return units == 1 ? x : NULL;
+}
+
+/* Every statement of vector loop x is an update of an accumulator in lanes
+ * on GNU C vectors (nv[i] > 0) that adds a direct_load: with KN_VEC, each
+ * group's vectors come straight from the buffer, and the lane loop, which
+ * would only copy them to aN_n (a store and a reload a vector), is not
+ * run (softmax 4096x1024's max and sum loops, one thread: 0.51 -> 0.46
+ * ns/element for the kernel). */
+static int all_direct(const R *r, const IrNode *x, const int *accs, const int *nv, int na)
+{
+    for (IrRef s = x->child; s; s = r->k->nodes[s].next) {
+        const IrNode *y = &r->k->nodes[s];
+        int i = 0;
+        while (i < na && !(y->kind == IR_UPDATE && y->var == accs[i])) i++;
+        if (i == na || !nv[i] || !direct_load(r, y, x->var)) return 0;
+    }
+    return 1;
+}
+
+/* One step of folding an accumulator's lanes, l[0, h) op= l[h, 2h), on GNU C
+ * vectors of h lanes: put_combine's operations lane by lane (a float max
+ * kn_accmaxf's: src taken where dst is not NaN and src is not <= dst), so
+ * the bits of the scalar steps, in a few vector instructions where gcc
+ * leaves the scalar loops of kn_accmaxf scalar (softmax 4096x1024, one
+ * thread: the row max's 32 lanes took ~300 instructions a row). */
+static void put_vfold(R *r, const IrNode *u, kn_dtype dt, int acc, int h, int esz, int level)
+{
+    int fl = dt_is_float(dt), bytes = h * esz;
+    indent(r->o, level);
+    put(r->o, "{ typedef %s f_t __attribute__((vector_size(%d))); f_t d_, s_; ", fl ? render_dts[dt].value : "int64_t", bytes);
+    put(r->o, "memcpy(&d_, a%d_l, %d); memcpy(&s_, a%d_l + %d, %d); ", acc, bytes, acc, h, bytes);
+    if (u->op == OP_RMAX)
+        put(r->o, "{ __typeof__(d_ == d_) m_ = %s; d_ = (f_t)((m_ & (__typeof__(m_))s_) | (~m_ & (__typeof__(m_))d_)); } ",
+            fl ? "(d_ == d_) & ~(s_ <= d_)" : "s_ > d_");
+    else if (fl) put_str(r->o, "d_ = d_ + s_; ");
+    else put(r->o, "{ typedef uint64_t u_t __attribute__((vector_size(%d))); d_ = (f_t)((u_t)d_ + (u_t)s_); } ", bytes);
+    put(r->o, "memcpy(a%d_l, &d_, %d); }\n", acc, bytes);
+}
+
+/* After the vector loop of x, where max accumulator acc's NaN masks
+ * (aN_qK) saw a NaN: its lanes again, serially from their start, as the
+ * lane loop without KN_VEC takes them (kn_accmaxf keeps a lane's first NaN,
+ * whose bits KN_VMAXF may have lost); else nothing. */
+static void put_redo(R *r, const IrNode *x, const IrNode *u, kn_dtype dt, int acc, int w, int nv, int level)
+{
+    const IrNode *ld = direct_load(r, u, x->var);
+    int v = x->var, vb = vec_bytes(r->isa);
+    indent(r->o, level);
+    put(r->o, "{ __typeof__(a%d_q0) o_ = a%d_q0", acc, acc);
+    for (int k = 1; k < nv; k++) put(r->o, " | a%d_q%d", acc, k);
+    put(r->o, "; int64_t w_[%d], any_ = 0; memcpy(w_, &o_, %d); for (int l = 0; l < %d; l++) any_ |= w_[l];\n", vb / 8, vb,
+        vb / 8);
+    indent(r->o, level);
+    put(r->o, "if (any_) { /* a NaN: the lanes again, for kn_accmaxf's bits */\n");
+    indent(r->o, level + 1);
+    put(r->o, "for (int l = 0; l < %d; l++) a%d_l[l] = -INFINITY;\n", w, acc);
+    indent(r->o, level + 1);
+    put(r->o, "for (int64_t s%d = 0; s%d < s%d_o; s%d++) a%d_l[s%d %% %d] = %s(a%d_l[s%d %% %d], b%d[", v, v, v, v, acc, v, w,
+        dt == KN_F32 ? "kn_accmaxf" : "kn_accmax", acc, v, w, (int)ld->buf);
+    render_put_index(r->o, r->k->ex, ld->index, 0);
+    put_str(r->o, "]);\n");
+    for (int k = 0; k < nv; k++) {
+        indent(r->o, level + 1);
+        put(r->o, "memcpy(&a%d_v%d, a%d_l + %d, %d);\n", acc, k, acc, k * (w / nv), vb);
+    }
+    indent(r->o, level);
+    put_str(r->o, "} }\n");
+}
+
+
+/* The rest of vector loop x's extent, from s_o on (its symbol s), as a plain
+ * loop of x's body at level: the tail that whole vectors did not cover. */
+/* Where loop x ends: hi for a parallel loop's range, else its extent. */
+static void put_end(R *r, const IrNode *x)
+{
+    if (x->var == r->range) put_str(r->o, "hi");
+    else render_put_index(r->o, r->k->ex, x->index, 0);
+}
+
+static void put_rest(R *r, const IrNode *x, int level)
+{
+    int v = x->var;
+    indent(r->o, level);
+    put(r->o, "for (int64_t s%d = s%d_o; s%d < ", v, v, v);
+    put_end(r, x);
+    put(r->o, "; s%d++) {\n", v);
+    render_put_block(r, x->child, level + 1);
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
+/* A vector loop whose body updates accumulators, in the SIMD dialect:
+ * each accumulator gets L lanes (the width, or a multiple of it the ISA
+ * wants for more vectors in flight; starting at its op's identity) that
+ * whole groups of L iterations update lane by lane, so the compiler
+ * vectorises the lane loop without reassociating anything; the lanes are
+ * then folded into the accumulator pairwise, and the last extent % L
+ * iterations run as the plain loop. The order of the additions is fixed by
+ * L alone: the same on every run and any number of threads.
+ *
+ * The lane loop writes a group's values to an array (aN_n), folded into
+ * the lanes after it: with KN_VEC, into GNU C vectors of one register each
+ * (a register-resident accumulator: an array updated in the lane loop stays
+ * in memory under gcc, and every group waits on a store and a reload:
+ * layer_norm 4096x1024 0.235 -> 0.19 ns/element, one thread), else lane by
+ * lane into the array; the same operations on the same values in the same
+ * order either way. */
+static void put_lanes(R *r, const IrNode *x, const int *accs, int na, int level)
+{
+    int v = x->var, w = lanes_of(r, x), vb = vec_bytes(r->isa);
+    kn_dtype dts_[MAX_LANE_ACCS];
+    const IrNode *us[MAX_LANE_ACCS];
+    int nv[MAX_LANE_ACCS]; /* vectors per accumulator; 0: the array only */
+    int redo[MAX_LANE_ACCS]; /* a float max on KN_VMAX: NaN redoes its lanes (put_vcombine) */
+    for (int i = 0; i < na; i++) {
+        kn_dtype dt = KN_F32;
+        const IrNode *u = acc_update(r, x, accs[i], &dt);
+        int esz = dt == KN_F32 ? 4 : 8, per = vb / esz;
+        dts_[i] = dt, us[i] = u;
+        nv[i] = u && per > 1 && w % per == 0 && w / per <= 8 ? w / per : 0;
+    }
+    int direct = all_direct(r, x, accs, nv, na);
+    for (int i = 0; i < na; i++)
+        redo[i] = direct && nv[i] && dt_is_float(dts_[i]) && us[i]->op == OP_RMAX;
+    indent(r->o, level);
+    put(r->o, "{ /* vector(%u): %d lanes, then the rest */\n", (unsigned)x->width, w);
+    for (int i = 0; i < na; i++) {
+        kn_dtype dt = dts_[i];
+        const IrNode *u = us[i];
+        int fl = dt_is_float(dt);
+        const char *ty = fl ? render_dts[dt].value : "int64_t";
+        indent(r->o, level + 1);
+        put(r->o, "%s a%d_l[%d], a%d_n[%d];\n", ty, accs[i], w, accs[i], w);
+        indent(r->o, level + 1);
+        put(r->o, "for (int l = 0; l < %d; l++) a%d_l[l] = %s;\n", w, accs[i], acc_init(u ? u->op : OP_SUM, fl));
+        if (!nv[i]) continue;
+        put_str(r->o, "#ifdef KN_VEC\n");
+        indent(r->o, level + 1);
+        put(r->o, "typedef %s a%d_vt __attribute__((vector_size(%d)));\n", ty, accs[i], vb);
+        if (!fl && u->op == OP_SUM) { /* the integer sum wraps as uint64 */
+            indent(r->o, level + 1);
+            put(r->o, "typedef uint64_t a%d_ut __attribute__((vector_size(%d)));\n", accs[i], vb);
+        }
+        indent(r->o, level + 1);
+        put(r->o, "a%d_vt", accs[i]);
+        for (int k = 0; k < nv[i]; k++) put(r->o, "%s a%d_v%d", k ? "," : "", accs[i], k);
+        if (fl && u->op == OP_RMAX && !redo[i])
+            for (int k = 0; k < nv[i]; k++) put(r->o, ", a%d_q%d", accs[i], k);
+        put_str(r->o, ";\n");
+        if (redo[i]) { /* NaN masks */
+            indent(r->o, level + 1);
+            put(r->o, "__typeof__(a%d_v0 == a%d_v0)", accs[i], accs[i]);
+            for (int k = 0; k < nv[i]; k++) put(r->o, "%s a%d_q%d", k ? "," : "", accs[i], k);
+            put_str(r->o, ";\n");
+        }
+        for (int k = 0; k < nv[i]; k++) {
+            indent(r->o, level + 1);
+            put(r->o, "memcpy(&a%d_v%d, a%d_l + %d, %d);", accs[i], k, accs[i], k * (w / nv[i]), vb);
+            if (redo[i]) put(r->o, " a%d_q%d = a%d_v%d != a%d_v%d;", accs[i], k, accs[i], k, accs[i], k);
+            else if (fl && u->op == OP_RMAX) put(r->o, " a%d_q%d = a%d_v%d;", accs[i], k, accs[i], k);
+            put_char(r->o, '\n');
+        }
+        put_str(r->o, "#endif\n");
+    }
+    indent(r->o, level + 1);
+    put(r->o, "int64_t s%d_o = 0;\n", v);
+    indent(r->o, level + 1);
+    put(r->o, "for (; s%d_o + %d <= ", v, w);
+    render_put_index(r->o, r->k->ex, x->index, 1);
+    put(r->o, "; s%d_o += %d) {\n", v, w);
+    if (direct) put_str(r->o, "#ifndef KN_VEC\n");
+    indent(r->o, level + 2);
+    put(r->o, "KN_LANES for (int s%d_l = 0; s%d_l < %d; s%d_l++) {\n", v, v, w, v);
+    indent(r->o, level + 3);
+    put(r->o, "const int64_t s%d = s%d_o + s%d_l;\n", v, v, v);
+    r->lane = v;
+    render_put_block(r, x->child, level + 3);
+    r->lane = -1;
+    indent(r->o, level + 2);
+    put_str(r->o, "}\n");
+    if (direct) put_str(r->o, "#endif\n");
+    char dst[48], src[48];
+    for (int i = 0; i < na; i++) {
+        if (!us[i]) continue;
+        if (nv[i]) put_str(r->o, "#ifdef KN_VEC\n");
+        for (int k = 0; k < nv[i]; k++) { /* with KN_VEC: the group's values as vectors, folded into the lanes' */
+            const IrNode *ld = direct ? direct_load(r, us[i], v) : NULL;
+            indent(r->o, level + 2);
+            if (ld) {
+                put(r->o, "{ a%d_vt n_; { const int64_t s%d = s%d_o + %d; memcpy(&n_, &b%d[", accs[i], v, v, k * (w / nv[i]), (int)ld->buf);
+                render_put_index(r->o, r->k->ex, ld->index, 0);
+                put(r->o, "], %d); } ", vb);
+            } else
+                put(r->o, "{ a%d_vt n_; memcpy(&n_, a%d_n + %d, %d); ", accs[i], accs[i], k * (w / nv[i]), vb);
+            snprintf(dst, sizeof dst, "a%d_v%d", accs[i], k);
+            snprintf(src, sizeof src, "a%d_q%d", accs[i], k);
+            put_vcombine(r, us[i], dts_[i], accs[i], dst, "n_", src, redo[i]);
+            put_str(r->o, " }\n");
+        }
+        if (nv[i]) put_str(r->o, "#else\n");
+        indent(r->o, level + 2);
+        put(r->o, "for (int l = 0; l < %d; l++) ", w);
+        snprintf(dst, sizeof dst, "a%d_l[l]", accs[i]);
+        snprintf(src, sizeof src, "a%d_n[l]", accs[i]);
+        put_combine(r, us[i], dts_[i], dst, src);
+        put_char(r->o, '\n');
+        if (nv[i]) put_str(r->o, "#endif\n");
+    }
+    indent(r->o, level + 1);
+    put_str(r->o, "}\n");
+    for (int i = 0; i < na; i++) {
+        if (!nv[i]) continue;
+        put_str(r->o, "#ifdef KN_VEC\n");
+        if (redo[i]) put_redo(r, x, us[i], dts_[i], accs[i], w, nv[i], level + 1);
+        for (int k = 0; k < nv[i] && !redo[i] && dt_is_float(dts_[i]) && us[i]->op == OP_RMAX; k++) { /* a lane's first NaN */
+            indent(r->o, level + 1);
+            put(r->o, "{ __typeof__(a%d_q%d == a%d_q%d) m_ = a%d_q%d != a%d_q%d; a%d_v%d = (a%d_vt)((m_ & (__typeof__(m_))a%d_q%d) | (~m_ & (__typeof__(m_))a%d_v%d)); }\n",
+                accs[i], k, accs[i], k, accs[i], k, accs[i], k, accs[i], k, accs[i], accs[i], k, accs[i], k);
+        }
+        for (int k = 0; k < nv[i]; k++) {
+            indent(r->o, level + 1);
+            put(r->o, "memcpy(a%d_l + %d, &a%d_v%d, %d);\n", accs[i], k * (w / nv[i]), accs[i], k, vb);
+        }
+        put_str(r->o, "#endif\n");
+    }
+    for (int i = 0; i < na; i++) {
+        kn_dtype dt = dts_[i];
+        const IrNode *u = us[i];
+        int esz = dt == KN_F32 ? 4 : 8, h = w / 2;
+        if (nv[i]) { /* with KN_VEC: the halvings of two lanes or more on GNU C vectors */
+            put_str(r->o, "#ifdef KN_VEC\n");
+            for (; h >= 2; h /= 2) put_vfold(r, u, dt, accs[i], h, esz, level + 1);
+            put_str(r->o, "#else\n");
+        }
+        for (int k = w / 2; k >= 1 && u; k /= 2) {
+            if (k == h && nv[i]) put_str(r->o, "#endif\n");
+            indent(r->o, level + 1);
+            put(r->o, "for (int l = 0; l < %d; l++) ", k);
+            snprintf(dst, sizeof dst, "a%d_l[l]", accs[i]);
+            snprintf(src, sizeof src, "a%d_l[l + %d]", accs[i], k);
+            put_combine(r, u, dt, dst, src);
+            put_char(r->o, '\n');
+        }
+        indent(r->o, level + 1);
+        snprintf(dst, sizeof dst, "a%d", accs[i]);
+        snprintf(src, sizeof src, "a%d_l[0]", accs[i]);
+        if (u) put_combine(r, u, dt, dst, src);
+        put_char(r->o, '\n');
+    }
+    put_rest(r, x, level + 1);
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
+#define STREAM_MIN_BYTES (8 << 20) /* an output this large outgrows a core's caches */
+
+/* The store of vector loop x, if the SIMD dialect streams it: the body is
+ * that one plain f32 store, unit stride in x's symbol with no data-dependent
+ * offset, to a buffer of STREAM_MIN_BYTES or more that the kernel never
+ * loads, and the instruction set has non-temporal stores (its header
+ * defines KN_NT); else NULL. Such an output is written once and not read
+ * again here, so its lines need not come into the cache only to be
+ * overwritten (layer_norm 4096x1024's kernel, one thread, side by side:
+ * 0.28 -> 0.19 ns/element; 0.41 -> 0.32 on a loaded machine). An output
+ * read again soon after the kernel comes from memory instead of the last
+ * level cache: past 8 MiB, little of it would still be in a core's. */
+static const IrNode *stream_store(const R *r, const IrNode *x)
+{
+    const IrNode *y = stmt_at(r, x->child);
+    if (!r->isa || !strstr(r->isa->header, "KN_NT(") || x->dtype != LOOP_VECTOR || !y || y->next)
+        return NULL;
+    if (y->kind != IR_STORE || y->op || y->b || y->buf < 0 || y->buf >= r->k->nbufs) return NULL;
+    const IrBuf *b = &r->k->bufs[y->buf];
+    const ExprNode *size = expr_node(r->k->ex, b->size), *e = expr_node(r->k->ex, y->index);
+    if (b->dtype != KN_F32 || !size || size->kind != EX_CONST || size->c < STREAM_MIN_BYTES / 4 || !e) return NULL;
+    int units = 0, v = x->var;
+    if (e->kind == EX_SYM) units = e->c == v;
+    for (int i = 0; e->kind == EX_ADD && i < e->n; i++) {
+        const ExprNode *a = expr_node(r->k->ex, e->args[i]);
+        if (a && a->kind == EX_SYM && a->c == v) units++;
+        else if (expr_has_sym(r->k->ex, e->args[i], v)) return NULL;
+    }
+    if (units != 1) return NULL;
+    for (uint32_t i = 1; i < r->k->n; i++)
+        if (r->k->nodes[i].kind == IR_LOAD && r->k->nodes[i].buf == y->buf) return NULL;
+    return y;
+}
+
+/* Streamed vector loop x (stream_store): groups of 16 elements computed
+ * into nt_ (in L1, vectorised as the plain loop), each then stored to the
+ * buffer by KN_STREAM64; the rest of the extent as the plain loop; a fence
+ * after it, so that the stores are seen before the threads' join. */
+static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
+{
+    int v = x->var;
+    indent(r->o, level);
+    put(r->o, "{ /* vector(%u), streamed: b%d is stored here once and never loaded */\n", (unsigned)x->width, (int)st->buf);
+    indent(r->o, level + 1);
+    put(r->o, "float nt_[16];\n");
+    indent(r->o, level + 1);
+    put(r->o, "int64_t s%d_o = 0;\n", v);
+    indent(r->o, level + 1);
+    put(r->o, "for (; s%d_o + 16 <= ", v);
+    render_put_index(r->o, r->k->ex, x->index, 1);
+    put(r->o, "; s%d_o += 16) {\n", v);
+    indent(r->o, level + 2);
+    put(r->o, "KN_IVDEP for (int s%d_l = 0; s%d_l < 16; s%d_l++) {\n", v, v, v);
+    indent(r->o, level + 3);
+    put(r->o, "const int64_t s%d = s%d_o + s%d_l;\n", v, v, v);
+    r->stream = v;
+    render_put_block(r, x->child, level + 3);
+    r->stream = -1;
+    indent(r->o, level + 2);
+    put_str(r->o, "}\n");
+    indent(r->o, level + 2);
+    put(r->o, "{ const int64_t s%d = s%d_o; KN_STREAM64(&b%d[", v, v, (int)st->buf);
+    render_put_index(r->o, r->k->ex, st->index, 0);
+    put_str(r->o, "], nt_); }\n");
+    indent(r->o, level + 1);
+    put_str(r->o, "}\n");
+    put_rest(r, x, level + 1);
+    indent(r->o, level + 1);
+    put_str(r->o, "KN_SFENCE();\n");
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
+/* ---- the next row, prefetched ----
+ * A loop whose body makes several passes over a row (softmax: max, exp,
+ * sum, scale; layer_norm: mean, variance, output) reads its row from
+ * memory in the first pass, whose loads then wait on each line: the
+ * hardware prefetcher follows a stream only within a 4 KiB page, so it
+ * starts again at every row of 4 KiB. After the first pass, the SIMD
+ * dialect prefetches the lines the first pass will read in the next
+ * iteration, which come in while the later passes compute (kiln bench ops,
+ * 2 threads, median of 8 runs alternating with the build without it, a
+ * loaded machine: softmax 4096x1024 0.63 -> 0.82x memcpy).
+ * What qualifies (prefetch_pass): the first loop of x's body is innermost,
+ * of constant extent, another loop follows it, and it loads a buffer at
+ * unit stride in its var, at an index of x's var, a row of PF_MIN_BYTES
+ * to PF_MAX_BYTES (larger rows would push the current one out of L1). */
+#define PF_MIN_BYTES 1024
+#define PF_MAX_BYTES (32 << 10)
+#define PF_LOADS 8 /* distinct rows prefetched, at most */
+
+/* Index e is rest + s<v> with rest free of s<v>. */
+static int unit_stride(const ExprTable *t, ExprId e, int v)
+{
+    const ExprNode *n = expr_node(t, e);
+    if (!n) return 0;
+    if (n->kind == EX_SYM) return n->c == v;
+    int units = 0;
+    for (int i = 0; n->kind == EX_ADD && i < n->n; i++) {
+        const ExprNode *a = expr_node(t, n->args[i]);
+        if (a && a->kind == EX_SYM && a->c == v) units++;
+        else if (expr_has_sym(t, n->args[i], v)) return 0;
+    }
+    return units == 1;
+}
+
+/* The first pass of loop x: its first statement that is a loop, if it
+ * qualifies (above), with the loads to prefetch in at[] (*n of them). */
+static IrRef prefetch_pass(R *r, const IrNode *x, const IrNode **at, int *n)
+{
+    *n = 0;
+    if (!r->isa || r->k->tile || x->kind != IR_LOOP) return 0;
+    IrRef first = 0;
+    for (IrRef s = x->child; s && s < r->k->n && !first; s = r->k->nodes[s].next)
+        if (r->k->nodes[s].kind == IR_LOOP) first = s;
+    const IrNode *l = stmt_at(r, first);
+    int64_t ext;
+    if (!l || !innermost(r, l) || !expr_as_const(r->k->ex, l->index, &ext)) return 0;
+    int more = 0;
+    for (IrRef s = l->next; s && s < r->k->n && !more; s = r->k->nodes[s].next) more = r->k->nodes[s].kind == IR_LOOP;
+    if (!more) return 0;
+    for (IrRef s = l->child; s && s < r->k->n; s = r->k->nodes[s].next) {
+        const IrNode *y = &r->k->nodes[s];
+        if ((y->kind != IR_STORE && y->kind != IR_UPDATE) || !render_dag_build(r, y->a, s)) return 0;
+        for (int i = 0; i < r->d->n; i++) {
+            const IrNode *v = &r->k->nodes[r->d->v[i].ref];
+            if (v->kind != IR_LOAD || v->a || v->buf < 0 || v->buf >= r->k->nbufs) continue;
+            double bytes = (double)ext * (double)kn_dtype_size((kn_dtype)r->k->bufs[v->buf].dtype);
+            if (bytes < PF_MIN_BYTES || bytes > PF_MAX_BYTES || !unit_stride(r->k->ex, v->index, l->var) ||
+                !expr_has_sym(r->k->ex, v->index, x->var))
+                continue;
+            int dup = 0;
+            for (int j = 0; j < *n; j++) dup |= at[j]->buf == v->buf && at[j]->index == v->index;
+            if (!dup && *n < PF_LOADS) at[(*n)++] = v;
+        }
+    }
+    return *n ? first : 0;
+}
+
+/* After loop x's first pass: the lines its loads read at x's next
+ * iteration. x's var is declared again in an inner block as the next one,
+ * so the loads' indices render as they are. */
+void loop_put_prefetch(R *r, const IrNode *x, int level)
+{
+    const IrNode *at[PF_LOADS];
+    int n, v = x->var;
+    const IrNode *l = stmt_at(r, prefetch_pass(r, x, at, &n));
+    if (!l) return;
+    indent(r->o, level);
+    put(r->o, "if (s%d + 1 < ", v);
+    render_put_index(r->o, r->k->ex, x->index, 1);
+    put(r->o, ") { /* the first pass's lines of the next row, while the other passes run */\n");
+    indent(r->o, level + 1);
+    put(r->o, "const int64_t s%d_n = s%d + 1;\n", v, v);
+    indent(r->o, level + 1);
+    put(r->o, "{\n");
+    indent(r->o, level + 2);
+    put(r->o, "const int64_t s%d = s%d_n;\n", v, v);
+    for (int i = 0; i < n; i++) {
+        indent(r->o, level + 2);
+        put(r->o, "for (int64_t s%d = 0; s%d < ", (int)l->var, (int)l->var);
+        render_put_index(r->o, r->k->ex, l->index, 0);
+        put(r->o, "; s%d += %d) KN_PREFETCH(&b%d[", (int)l->var, 64 / (int)kn_dtype_size((kn_dtype)r->k->bufs[at[i]->buf].dtype),
+            (int)at[i]->buf);
+        render_put_index(r->o, r->k->ex, at[i]->index, 0);
+        put_str(r->o, "]);\n");
+    }
+    indent(r->o, level + 1);
+    put_str(r->o, "}\n");
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
+/* ---- streams prefetched ahead ----
+ * A long innermost loop that streams through large buffers at unit stride
+ * (a pointwise kernel over a whole tensor, the optimizer's updates) waits
+ * on memory where the hardware prefetcher falls behind: it follows a
+ * stream only within a page, and starts again at each one. The SIMD
+ * dialect runs such a loop in blocks of AHEAD_BLOCK iterations and, before
+ * each block, prefetches the lines of every such load and store AHEAD
+ * iterations on (kiln bench ops, 2 threads, median of 6 runs alternating
+ * with the build without it: gelu(x*a+b) over 16M floats 0.66 -> 0.91x
+ * memcpy; streamed past the caches instead, the gelu ran 0.39x on one
+ * thread: this machine's memory is slower than its large L3). What qualifies (ahead_refs): x is a vector loop,
+ * or a flat loop run over a range of threads, of AHEAD_MIN_ITERS or more
+ * iterations, whose body is stores, and whose unit-stride accesses without
+ * an offset to buffers of AHEAD_MIN_BYTES or more are the streams. */
+#define AHEAD 1024
+#define AHEAD_BLOCK 64
+#define AHEAD_MIN_ITERS 4096
+#define AHEAD_MIN_BYTES (1 << 20)
+
+static int stream_ref(R *r, const IrNode *v, int var, const IrNode **at, int *n)
+{
+    const IrBuf *b = v->buf >= 0 && v->buf < r->k->nbufs ? &r->k->bufs[v->buf] : NULL;
+    int64_t size;
+    if (!b || v->kind == IR_LOAD ? v->a != 0 : v->b != 0) return 0;
+    if (!expr_as_const(r->k->ex, b->size, &size) || (double)size * kn_dtype_size((kn_dtype)b->dtype) < AHEAD_MIN_BYTES ||
+        !unit_stride(r->k->ex, v->index, var))
+        return 0;
+    for (int j = 0; j < *n; j++)
+        if (at[j]->buf == v->buf && at[j]->index == v->index) return 0;
+    if (*n == PF_LOADS) return -1;
+    at[(*n)++] = v;
+    return 0;
+}
+
+static int ahead_refs(R *r, const IrNode *x, const IrNode **at)
+{
+    int64_t ext;
+    int n = 0;
+    if (!r->isa || r->k->tile || !innermost(r, x) || !expr_as_const(r->k->ex, x->index, &ext) || ext < AHEAD_MIN_ITERS ||
+        (x->dtype != LOOP_VECTOR && x->var != r->range))
+        return 0;
+    for (IrRef s = x->child; s && s < r->k->n; s = r->k->nodes[s].next) {
+        const IrNode *y = &r->k->nodes[s];
+        if (y->kind != IR_STORE || !render_dag_build(r, y->a, s) || stream_ref(r, y, x->var, at, &n) < 0) return 0;
+        for (int i = 0; i < r->d->n; i++) {
+            const IrNode *v = &r->k->nodes[r->d->v[i].ref];
+            if (v->kind == IR_LOAD && stream_ref(r, v, x->var, at, &n) < 0) return 0;
+        }
+    }
+    return n;
+}
+
+/* Loop x (ahead_refs gave its n streams at[]) in blocks, each after the
+ * prefetches of its streams' lines AHEAD iterations on, then the rest. */
+static void put_ahead(R *r, const IrNode *x, const IrNode **at, int n, int level)
+{
+    int v = x->var;
+    indent(r->o, level);
+    put(r->o, "{ /* %s, its %d stream%s prefetched %d iterations ahead */\n",
+        x->dtype == LOOP_VECTOR ? "vector" : "parallel: this thread's range", n, n > 1 ? "s" : "", AHEAD);
+    indent(r->o, level + 1);
+    put(r->o, "int64_t s%d_o = %s;\n", v, x->var == r->range ? "lo" : "0");
+    indent(r->o, level + 1);
+    put(r->o, "for (; s%d_o + %d <= ", v, AHEAD_BLOCK);
+    put_end(r, x);
+    put(r->o, "; s%d_o += %d) {\n", v, AHEAD_BLOCK);
+    indent(r->o, level + 2);
+    put(r->o, "if (s%d_o + %d < ", v, AHEAD + AHEAD_BLOCK);
+    render_put_index(r->o, r->k->ex, x->index, 1);
+    put(r->o, ") {\n");
+    indent(r->o, level + 3);
+    put(r->o, "const int64_t s%d = s%d_o + %d;\n", v, v, AHEAD);
+    for (int i = 0; i < n; i++) {
+        int esz = (int)kn_dtype_size((kn_dtype)r->k->bufs[at[i]->buf].dtype);
+        for (int j = 0; j < AHEAD_BLOCK * esz; j += 64) {
+            indent(r->o, level + 3);
+            put(r->o, "KN_PREFETCH(&b%d[", (int)at[i]->buf);
+            render_put_index(r->o, r->k->ex, at[i]->index, 0);
+            put(r->o, "] + %d);\n", j / esz);
+        }
+    }
+    indent(r->o, level + 2);
+    put_str(r->o, "}\n");
+    indent(r->o, level + 2);
+    put(r->o, "KN_IVDEP for (int64_t s%d_l = 0; s%d_l < %d; s%d_l++) {\n", v, v, AHEAD_BLOCK, v);
+    indent(r->o, level + 3);
+    put(r->o, "const int64_t s%d = s%d_o + s%d_l;\n", v, v, v);
+    render_put_block(r, x->child, level + 3);
+    indent(r->o, level + 2);
+    put_str(r->o, "}\n");
+    indent(r->o, level + 1);
+    put_str(r->o, "}\n");
+    put_rest(r, x, level + 1);
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
+/* Loop x of kind unroll(W): each group of W iterations written out, a block
+ * per iteration with the var a constant there (all of them when W covers
+ * a constant extent), then the rest as a loop. */
+static void put_unroll(R *r, const IrNode *x, int level)
+{
+    int v = x->var, w = (int)x->width;
+    int64_t e;
+    int full = expr_as_const(r->k->ex, x->index, &e) && e <= w;
+    indent(r->o, level);
+    put(r->o, "{ /* unroll(%d) */\n", w);
+    if (!full) {
+        indent(r->o, level + 1);
+        put(r->o, "int64_t s%d_o = 0;\n", v);
+        indent(r->o, level + 1);
+        put(r->o, "for (; s%d_o + %d <= ", v, w);
+        put_end(r, x);
+        put(r->o, "; s%d_o += %d) {\n", v, w);
+    }
+    for (int j = 0; j < (full ? (int)e : w); j++) {
+        indent(r->o, level + 1 + !full);
+        if (full) put(r->o, "{\n"), indent(r->o, level + 2), put(r->o, "const int64_t s%d = %d;\n", v, j);
+        else put(r->o, "{\n"), indent(r->o, level + 3), put(r->o, "const int64_t s%d = s%d_o + %d;\n", v, v, j);
+        render_put_block(r, x->child, level + 2 + !full);
+        indent(r->o, level + 1 + !full);
+        put_str(r->o, "}\n");
+    }
+    if (!full) {
+        indent(r->o, level + 1);
+        put_str(r->o, "}\n");
+        put_rest(r, x, level + 1);
+    }
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
+/* ---- the scalar dialect's innermost loops ----
+ * TinyCC computes what the text says, each time it says it: an index like
+ * b1[s0*65536 + s1*1024 + s2] costs its multiplies and adds at every access
+ * of every iteration, locals live in memory, and an accumulator goes
+ * through memory at every update, whose next update waits on that store. So
+ * the scalar dialect writes an innermost loop out for it (put_unrolled):
+ * - an access whose index is a*s_v + rest + k (rest's terms free of the
+ *   loop's var s_v, k a constant) goes through the pointer of its stream
+ *   (its buffer, rest and a), set at each group of iterations to the
+ *   element that an access of the stream makes at the group's first
+ *   iteration, from rest's value computed once before the loop: the access
+ *   is then p[k' + u*a], a constant offset. A stream's pointer comes from
+ *   an access that every iteration makes (a store, or a load that is
+ *   evaluated unconditionally or stays in bounds over the loops' ranges),
+ *   so no pointer points outside its buffer; a load under a where's branch
+ *   joins a stream but never starts one;
+ * - the body is copied for UNROLL iterations a group (all of them when the
+ *   extent is a constant up to UNROLL; one when the body is large), the
+ *   copies in order; the rest of the extent runs one iteration at a time;
+ * - a body of updates only, whose values read none of the accumulators it
+ *   updates, updates each accumulator once a group by one expression that
+ *   chains the copies' values in order, ((a + x0) + x1) + ...: the same
+ *   operations in the same order, so the same bits, with the partial sums
+ *   in registers;
+ * - values the loop does not change (a row's scale, a mask of outer
+ *   indices) are computed once before it, where that is safe whatever the
+ *   loop does (un_hoist);
+ * - a loop that only copies another buffer's elements, or stores +0, is a
+ *   memcpy or memset (copy_src).
+ * The SIMD dialect's loops are cc's to optimise and stay as they were. */
+
+#define UNROLL 4             /* iterations a group */
+#define UNROLL_CHAIN 8       /* iterations a group of a small chain of updates: half the trips of its
+                                accumulator through memory (a product's sum of 1M elements alone, in
+                                cache, best of 10: 1.09 -> 0.87 ms) */
+#define UNROLL_MAX_VALUES 40 /* a body of more values is not copied: its loop's overhead is small beside it */
+#define MAX_STREAMS 24
+#define MAX_ACCESSES 64
+#define MAX_HOISTS 16
+
+typedef struct {
+    int buf;
+    ExprId index;  /* an access's index, for rest's terms */
+    int64_t a, k0; /* the stride in s_v; the constant of the access the pointer points at */
+    int rest;      /* the stream whose s<v>_r<rest> holds rest + k0 (the first with both); -1: none, 0 */
+} Stream;
+
+typedef struct {
+    int buf;
+    ExprId index;
+    int stream, safe; /* stream -1 until one takes it; safe: made at every iteration */
+    int64_t k;
+} Access;
+
+typedef struct Unroll {
+    int v, u;        /* the loop's var; copies a group */
+    int need_v;      /* the body names s_v outside its streams' accesses */
+    int decl;        /* the body declares an accumulator: each copy in braces of its own */
+    int chain;       /* updates only: chained (put_chain) */
+    Stream st[MAX_STREAMS];
+    Access ac[MAX_ACCESSES];
+    int nst, nac;
+    IrRef h[MAX_HOISTS], hs[MAX_HOISTS]; /* values the loop does not change, computed before it; their statements */
+    int nh;
+    uint8_t stored[MAX_BUFS], acc[MAX_ACCS]; /* buffers the body stores; accumulators it declares or updates */
+} Unroll;
+
+/* Term e of a sum: c*s_v (1, *c = c) or free of s_v (1, *c = 0); 0 otherwise. */
+static int lin_term(const ExprTable *t, ExprId e, int v, int64_t *c)
+{
+    const ExprNode *x = expr_node(t, e), *f;
+    *c = 0;
+    if (!x) return 0;
+    if (x->kind == EX_SYM && x->c == v) return *c = 1, 1;
+    if (x->kind == EX_MUL && x->n == 1 && (f = expr_node(t, x->args[0])) && f->kind == EX_SYM && f->c == v)
+        return *c = x->c, 1;
+    return !expr_has_sym(t, e, v);
+}
+
+/* e = a*s_v + rest + k with rest's terms free of s_v: 1 (*a, *k), or 0. */
+static int lin(const ExprTable *t, ExprId e, int v, int64_t *a, int64_t *k)
+{
+    const ExprNode *x = expr_node(t, e);
+    *a = 0, *k = 0;
+    if (!x) return 0;
+    if (x->kind == EX_CONST) return *k = x->c, 1;
+    if (x->kind != EX_ADD) return lin_term(t, e, v, a);
+    *k = x->c;
+    for (int i = 0; i < x->n; i++) {
+        int64_t c;
+        if (!lin_term(t, x->args[i], v, &c)) return 0;
+        if (c && *a) return 0;
+        if (c) *a = c;
+    }
+    return 1;
+}
+
+/* The terms of e free of s_v and not constant (rest), into out; their count. */
+static int rest_terms(const ExprTable *t, ExprId e, int v, ExprId *out)
+{
+    const ExprNode *x = expr_node(t, e);
+    int n = 0;
+    if (!x || x->kind == EX_CONST) return 0;
+    if (x->kind != EX_ADD) {
+        if (!expr_has_sym(t, e, v)) out[n++] = e;
+        return n;
+    }
+    for (int i = 0; i < x->n; i++)
+        if (!expr_has_sym(t, x->args[i], v)) out[n++] = x->args[i];
+    return n;
+}
+
+static int same_rest(const ExprTable *t, ExprId e1, ExprId e2, int v)
+{
+    ExprId a[EXPR_MAX_ARGS], b[EXPR_MAX_ARGS];
+    int n = rest_terms(t, e1, v, a);
+    if (n != rest_terms(t, e2, v, b)) return 0;
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0; /* canonical sums order their terms */
+    return 1;
+}
+
+/* rest + k of index e, as put_index writes a sum */
+static void put_rest_index(Out *o, const ExprTable *t, ExprId e, int v, int64_t k)
+{
+    ExprId a[EXPR_MAX_ARGS];
+    int n = rest_terms(t, e, v, a);
+    for (int i = 0; i < n; i++) {
+        const ExprNode *y = expr_node(t, a[i]);
+        if (y && y->kind == EX_MUL) render_put_term(o, t, y->c, y->args, y->n, i == 0);
+        else render_put_term(o, t, 1, &a[i], 1, i == 0);
+    }
+    if (!n) render_put_int(o, k, 0);
+    else if (k > 0) put(o, " + %lld", (long long)k);
+    else if (k == INT64_MIN) put_str(o, " + INT64_MIN");
+    else if (k < 0) put(o, " - %lld", -(long long)k);
+}
+
+/* The access of buffer buf at index, if the body's plan has one. */
+static Access *un_find(Unroll *un, int buf, ExprId index)
+{
+    for (int i = 0; i < un->nac; i++)
+        if (un->ac[i].buf == buf && un->ac[i].index == index) return &un->ac[i];
+    return NULL;
+}
+
+/* Notes an access of the body; 0 when the plan has no room for it. */
+static int un_note(Unroll *un, const ExprTable *t, int buf, ExprId index, int safe)
+{
+    int64_t a, k;
+    Access *x = un_find(un, buf, index);
+    if (x) return x->safe |= safe, 1;
+    if (!lin(t, index, un->v, &a, &k)) return un->need_v |= expr_has_sym(t, index, un->v), 1; /* as written */
+    if (un->nac == MAX_ACCESSES) return 0;
+    x = &un->ac[un->nac++];
+    x->buf = buf, x->index = index, x->safe = safe, x->k = k, x->stream = -1;
+    return 1;
+}
+
+/* Whether value ref (of the DAG built) is the same at every iteration of
+ * the loop and may be computed once before it: indices and rand without
+ * s_v, accumulators the body neither declares nor updates, loads without
+ * s_v of buffers the body does not store, in bounds over every loop's range
+ * (so safe whether or not the loop's iterations would read them, and
+ * however many there are), and ops of such values; never a check, which
+ * reports. */
+static int invariant(const R *r, const Unroll *un, IrRef ref, IrRef user, int depth)
+{
+    const Kernel *k = r->k;
+    const IrNode *x = value_at(k, ref, user);
+    int64_t lo, hi, size;
+    if (!x || depth > IR_MAX_DEPTH) return 0;
+    switch (x->kind) {
+    case IR_CONST: return !x->index;
+    case IR_ACCVAL: return x->var >= 0 && x->var < MAX_ACCS && !un->acc[x->var];
+    case IR_INDEX:
+    case IR_RAND: return !expr_has_sym(k->ex, x->index, un->v);
+    case IR_LOAD:
+        return !x->a && x->buf >= 0 && x->buf < MAX_BUFS && x->buf < k->nbufs && !un->stored[x->buf] &&
+               !expr_has_sym(k->ex, x->index, un->v) && expr_as_const(k->ex, k->bufs[x->buf].size, &size) &&
+               loopopt_range(k, x->index, &lo, &hi) && lo >= 0 && hi < size;
+    case IR_OP:
+        for (int i = 0; i < nops(x); i++)
+            if (!invariant(r, un, operand(x, i), ref, depth + 1)) return 0;
+        return 1;
+    default: return 0;
+    }
+}
+
+/* From ref (used by user, in statement s) down: the largest invariant
+ * values worth a variable (loads and ops) go into the plan's hoisted ones;
+ * what stays in the loop is marked live. */
+static void un_hoist(R *r, Unroll *un, IrRef ref, IrRef user, IrRef s, int depth)
+{
+    const IrNode *x = value_at(r->k, ref, user);
+    Val *v = x ? render_dag_find(r->d, ref, 0) : NULL;
+    if (!v || v->live || depth > IR_MAX_DEPTH) return;
+    if ((x->kind == IR_LOAD || x->kind == IR_OP) && invariant(r, un, ref, user, 0)) {
+        int seen = 0;
+        for (int i = 0; i < un->nh; i++) seen |= un->h[i] == ref;
+        if (!seen && un->nh < MAX_HOISTS) un->hs[un->nh] = s, un->h[un->nh++] = ref;
+        if (seen || un->nh <= MAX_HOISTS) return;
+    }
+    v->live = 1;
+    for (int i = 0; i < nops(x); i++) un_hoist(r, un, operand(x, i), ref, s, depth + 1);
+}
+
+/* The hoisted value ref's number, or -1. */
+static int un_hoisted(const Unroll *un, IrRef ref)
+{
+    for (int i = 0; un && i < un->nh; i++)
+        if (un->h[i] == ref) return i;
+    return -1;
+}
+
+int loop_is_hoisted(const R *r, IrRef ref) { return un_hoisted(r->un, ref) >= 0; }
+
+/* A hoisted value, in a copy of the body, by the name of its variable: 1, or 0 if ref is none. */
+int loop_put_hoisted(R *r, IrRef ref)
+{
+    int h = un_hoisted(r->un, ref);
+    if (h >= 0) put(r->o, "s%d_h%d", r->un->v, h);
+    return h >= 0;
+}
+
+/* Loads of statement s's value into the plan (the DAG built), and whether
+ * the body names s_v elsewhere; 0 when the plan has no room. */
+static int un_loads(R *r, Unroll *un)
+{
+    const Kernel *k = r->k;
+    for (int i = 0; i < r->d->n; i++) {
+        const IrNode *x = &k->nodes[r->d->v[i].ref];
+        int64_t lo, hi, size;
+        if (!r->d->v[i].live) continue; /* hoisted, or only below a hoisted value */
+        if (x->kind == IR_LOAD && !x->a) {
+            int safe = r->d->v[i].uncond ||
+                       (x->buf >= 0 && x->buf < k->nbufs && expr_as_const(k->ex, k->bufs[x->buf].size, &size) &&
+                        loopopt_range(k, x->index, &lo, &hi) && lo >= 0 && hi < size);
+            if (!un_note(un, k->ex, x->buf, x->index, safe)) return 0;
+        } else if ((x->kind == IR_LOAD || x->kind == IR_INDEX || x->kind == IR_RAND) &&
+                   expr_has_sym(k->ex, x->index, un->v)) {
+            un->need_v = 1;
+        }
+    }
+    return 1;
+}
+
+/* Plans the scalar dialect's writing of innermost loop x (above): 1, or 0
+ * to write it as it is (nothing goes through a pointer, or the plan has no
+ * room). */
+static int un_plan(R *r, const IrNode *x, Unroll *un)
+{
+    const Kernel *k = r->k;
+    int64_t e, a, kk;
+    int values = 0, updates = 0, stores = 0;
+    memset(un, 0, sizeof *un);
+    un->v = x->var;
+    for (IrRef s = x->child; s; s = k->nodes[s].next) { /* what the body changes */
+        const IrNode *y = stmt_at(r, s);
+        if (!y || (y->kind != IR_STORE && y->kind != IR_UPDATE && y->kind != IR_ACC)) return 0;
+        if (y->kind == IR_STORE && (y->buf < 0 || y->buf >= MAX_BUFS)) return 0;
+        if (y->kind != IR_STORE && (y->var < 0 || y->var >= MAX_ACCS)) return 0;
+        if (y->kind == IR_STORE) un->stored[y->buf] = 1;
+        else un->acc[y->var] = 1;
+    }
+    for (IrRef s = x->child; s; s = k->nodes[s].next) {
+        const IrNode *y = stmt_at(r, s);
+        if (y->kind == IR_ACC) {
+            updates = stores = 1 << 20; /* a declaration in the body: no chain */
+            un->decl = 1;
+            continue;
+        }
+        if (y->kind == IR_STORE) {
+            stores++;
+            if (!y->b && !un_note(un, k->ex, y->buf, y->index, 1)) return 0;
+            if (y->b || !lin(k->ex, y->index, un->v, &a, &kk)) un->need_v |= expr_has_sym(k->ex, y->index, un->v);
+            if (y->b && (!render_dag_build(r, y->b, s) || (un_hoist(r, un, y->b, s, s, 0), !un_loads(r, un)))) return 0;
+        } else {
+            updates++;
+        }
+        if (!render_dag_build(r, y->a, s)) return 0;
+        un_hoist(r, un, y->a, s, s, 0);
+        if (!un_loads(r, un)) return 0;
+        values += r->d->n;
+        for (int i = 0; y->kind == IR_UPDATE && i < r->d->n; i++) { /* a chain reads no accumulator it updates */
+            const IrNode *v = &k->nodes[r->d->v[i].ref];
+            for (IrRef t = x->child; v->kind == IR_ACCVAL && t; t = k->nodes[t].next)
+                if (k->nodes[t].kind == IR_UPDATE && k->nodes[t].var == v->var) stores = 1 << 20;
+        }
+        const IrNode *z = stmt_at(r, y->next);
+        if (z && (z->kind == IR_STORE || z->kind == IR_UPDATE) && z->a == y->a) stores = 1 << 20; /* a shared value */
+    }
+    for (int i = 0; i < un->nac; i++) { /* streams: started by safe accesses, joined by any */
+        Access *c = &un->ac[i];
+        lin(k->ex, c->index, un->v, &a, &kk);
+        for (int j = 0; j < un->nst && c->stream < 0; j++)
+            if (un->st[j].buf == c->buf && un->st[j].a == a && same_rest(k->ex, un->st[j].index, c->index, un->v))
+                c->stream = j;
+        if (c->stream < 0 && c->safe && un->nst < MAX_STREAMS) {
+            Stream *st = &un->st[un->nst];
+            st->buf = c->buf, st->index = c->index, st->a = a, st->k0 = c->k;
+            ExprId terms[EXPR_MAX_ARGS];
+            st->rest = rest_terms(k->ex, c->index, un->v, terms) || c->k ? un->nst : -1;
+            for (int j = 0; j < un->nst && st->rest == un->nst; j++)
+                if (un->st[j].rest == j && un->st[j].k0 == c->k && same_rest(k->ex, un->st[j].index, c->index, un->v))
+                    st->rest = j;
+            c->stream = un->nst++;
+        }
+    }
+    for (int i = 0; i < un->nac; i++) /* an access no stream took is written as it was */
+        if (un->ac[i].stream < 0) un->need_v |= expr_has_sym(k->ex, un->ac[i].index, un->v);
+    if (!un->nst && !un->nh) return 0;
+    int chain = updates && !stores && !un->need_v; /* a chain is one expression: no s_v to declare */
+    un->u = values > UNROLL_MAX_VALUES ? 1 : chain && values <= UNROLL_MAX_VALUES / 2 ? UNROLL_CHAIN : UNROLL;
+    if (x->var != r->range && expr_as_const(k->ex, x->index, &e) && e < un->u) un->u = e > 1 ? (int)e : 1;
+    un->chain = un->u > 1 && chain;
+    return 1;
+}
+
+/* The access of buffer buf at index in the copy being written, as its
+ * stream's pointer: 1, or 0 when it has none (written as it was). */
+int loop_put_access(R *r, int buf, ExprId index)
+{
+    Access *c = r->un ? un_find((Unroll *)r->un, buf, index) : NULL;
+    if (!c || c->stream < 0) return 0;
+    const Stream *st = &r->un->st[c->stream];
+    put(r->o, "s%d_q%d[", r->un->v, c->stream);
+    render_put_int(r->o, c->k - st->k0 + (int64_t)r->un_u * st->a, 0);
+    put_char(r->o, ']');
+    return 1;
+}
+
+/* The update expression of copy u of the chain (r->chain), its
+ * accumulator the chain of the copies before it. */
+void loop_put_chain(R *r, int u)
+{
+    IrRef s = r->chain;
+    const IrNode *x = &r->k->nodes[s], *v = value_at(r->k, x->a, s);
+    kn_dtype dt = (kn_dtype)(v ? v->dtype : KN_F32);
+    int fl = dt_is_float(dt), saved = r->un_u;
+    const OpFmt *f = &render_ops[x->op == OP_RMAX ? OP_RMAX : OP_SUM];
+    IrNode self = *x;
+    self.dtype = (uint8_t)dt;
+    r->un_u = u;
+    int wrap = fl && f->wrap;
+    if (wrap) render_put_part(r->o, render_dts[dt].wrap, 0);
+    render_put_tmpl(r, fl ? f->flt : f->integer, &self, s, 0, x->var, 0);
+    if (wrap) render_put_part(r->o, render_dts[dt].wrap, 1);
+    r->un_u = saved;
+}
+
+/* One group of n copies of x's body from iteration `base` (a C name; the
+ * loop's var itself if own, else each copy declares it where the body names
+ * it): the streams' pointers, then the copies. */
+static void put_group(R *r, const IrNode *x, Unroll *un, const char *base, int own, int n, int level)
+{
+    const Kernel *k = r->k;
+    int v = x->var;
+    for (int i = 0; i < un->nst; i++) {
+        const Stream *st = &un->st[i];
+        const IrBuf *b = &k->bufs[st->buf];
+        int rest = st->rest >= 0;
+        indent(r->o, level);
+        put(r->o, "%s%s *s%d_q%d = b%d", b->role == BUF_IN ? "const " : "", render_dts[b->dtype].store, v, i, st->buf);
+        if (rest || st->a) put_str(r->o, " + (");
+        if (rest) put(r->o, "s%d_r%d", v, st->rest);
+        if (st->a) put(r->o, "%s%s", st->a < 0 ? (rest ? " - " : "-") : rest ? " + " : "", base);
+        if (st->a != 1 && st->a != -1 && st->a) put(r->o, "*%lld", st->a < 0 ? -(long long)st->a : (long long)st->a);
+        put_str(r->o, rest || st->a ? ");\n" : ";\n");
+    }
+    r->un = un;
+    if (un->chain) {
+        for (IrRef s = x->child; s; s = k->nodes[s].next) {
+            const IrNode *y = &k->nodes[s];
+            if (!render_dag_build(r, y->a, s)) continue; /* planned: cannot fail */
+            r->tsuffix = 1;
+            for (int u = 0; u < n; u++) {
+                for (int i = 0; i < r->d->n; i++) r->d->v[i].visited = 0;
+                r->un_u = u;
+                render_put_temps(r, y->a, s, level);
+            }
+            indent(r->o, level);
+            put(r->o, "a%d = ", (int)y->var);
+            r->chain = s;
+            loop_put_chain(r, n - 1);
+            r->chain = 0, r->tsuffix = 0;
+            put_str(r->o, ";\n");
+        }
+    } else {
+        int decl = un->need_v && !own, braces = decl || (un->decl && n > 1);
+        for (int u = 0; u < n; u++) {
+            r->un_u = u;
+            if (braces) indent(r->o, level), put_str(r->o, "{");
+            if (decl) put(r->o, " const int64_t s%d = %s + %d;", v, base, u);
+            if (braces) put_char(r->o, '\n');
+            render_put_block(r, x->child, level + braces);
+            if (braces) indent(r->o, level), put_str(r->o, "}\n");
+        }
+    }
+    r->un = NULL, r->un_u = 0;
+}
+
+/* An innermost loop of the scalar dialect whose body is one store, at
+ * stride 1, of a load of another buffer of the same dtype at stride 1 (or
+ * of that load cast to its own dtype), or of a constant whose bits are all
+ * 0: libc's memcpy or memset of the extent, the same bytes (f32, f64 and
+ * integers other than bool, which the scalar code copies bit for bit; a
+ * bool is normalised, an f16 NaN quieted) where TinyCC's loop moves an
+ * element in a dozen instructions (a 9.4 MB copy, the parameter Adam
+ * writes back, best of 5 runs: 2.5 -> 0.7 ms). Its source, or 0 for memset;
+ * -1 if not.
+ * A loop shorter than COPY_MIN is not worth the call. */
+#define COPY_MIN 16
+static int copy_src(const R *r, const IrNode *x, IrRef *src)
+{
+    const Kernel *k = r->k;
+    const IrNode *y = stmt_at(r, x->child), *v;
+    int64_t a, kk;
+    if (!y || y->next || y->kind != IR_STORE || y->op || y->b || y->buf < 0 || y->buf >= k->nbufs) return -1;
+    if (x->var != r->range && expr_as_const(k->ex, x->index, &a) && a < COPY_MIN) return -1;
+    kn_dtype dt = (kn_dtype)k->bufs[y->buf].dtype;
+    if (dt == KN_BOOL || dt == KN_F16 || dt == KN_BF16 || !lin(k->ex, y->index, x->var, &a, &kk) || a != 1) return -1;
+    if (!(v = value_at(k, y->a, x->child))) return -1;
+    if (v->kind == IR_OP && v->op == OP_CAST && v->dtype == dt) v = value_at(k, v->a, y->a);
+    if (v && v->kind == IR_CONST && !v->index && v->imm == 0 && !signbit(v->imm)) return *src = 0, 0;
+    if (!v || v->kind != IR_LOAD || v->a || v->buf == y->buf || v->dtype != dt || !lin(k->ex, v->index, x->var, &a, &kk) ||
+        a != 1)
+        return -1;
+    *src = (IrRef)(v - k->nodes);
+    return 0;
+}
+
+static void put_copy(R *r, const IrNode *x, IrRef src, int level)
+{
+    const Kernel *k = r->k;
+    const IrNode *y = stmt_at(r, x->child);
+    int v = x->var, range = x->var == r->range;
+    int64_t e;
+    int sized = range || !expr_as_const(k->ex, x->index, &e) || e < 1; /* an extent that may be 0 */
+    indent(r->o, level);
+    put(r->o, "{ /* s%d: %s */\n", v, src ? "a copy" : "zeros");
+    indent(r->o, level + 1);
+    put(r->o, "const int64_t s%d = %s, n_ = ", v, range ? "lo" : "0");
+    if (range) put_str(r->o, "hi - lo");
+    else render_put_index(r->o, k->ex, x->index, 0);
+    put_str(r->o, ";\n");
+    indent(r->o, level + 1);
+    if (sized) put_str(r->o, "if (n_ > 0) ");
+    put(r->o, "%s(&b%d[", src ? "memcpy" : "memset", (int)y->buf);
+    render_put_index(r->o, k->ex, y->index, 0);
+    if (src) {
+        put(r->o, "], &b%d[", (int)k->nodes[src].buf);
+        render_put_index(r->o, k->ex, k->nodes[src].index, 0);
+        put(r->o, "], (size_t)n_ * sizeof *b%d);\n", (int)y->buf);
+    } else {
+        put(r->o, "], 0, (size_t)n_ * sizeof *b%d);\n", (int)y->buf);
+    }
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
+/* Innermost loop x of the scalar dialect as planned (un_plan): rest's
+ * values, whole groups, then the iterations left one by one. */
+static void put_unrolled(R *r, const IrNode *x, Unroll *un, int level)
+{
+    const Kernel *k = r->k;
+    int v = x->var, range = x->var == r->range;
+    int64_t e = 0;
+    int whole = un->u > 1 && !range && expr_as_const(k->ex, x->index, &e) && e % un->u == 0; /* none left */
+    char base[32];
+    indent(r->o, level);
+    put(r->o, "{ /* s%d: %d iterations a group through pointers (scalar dialect) */\n", v, un->u);
+    for (int i = 0; i < un->nst; i++) {
+        const Stream *st = &un->st[i];
+        if (st->rest != i) continue;
+        indent(r->o, level + 1);
+        put(r->o, "const int64_t s%d_r%d = ", v, i);
+        put_rest_index(r->o, k->ex, st->index, v, st->k0);
+        put_str(r->o, ";\n");
+    }
+    for (int i = 0; i < un->nh; i++) { /* what the loop does not change, once */
+        const IrNode *h = &k->nodes[un->h[i]];
+        if (!render_dag_build(r, un->h[i], un->hs[i])) continue; /* planned: cannot fail */
+        indent(r->o, level + 1);
+        put(r->o, "const %s s%d_h%d = ", render_dts[h->dtype].value, v, i);
+        render_put_value(r, un->h[i], un->hs[i], 0, 1); /* r->un unset: as the loop would write it */
+        put_str(r->o, ";\n");
+    }
+    if (un->u > 1) {
+        indent(r->o, level + 1);
+        put(r->o, "int64_t s%d_o = %s;\n", v, range ? "lo" : "0");
+        indent(r->o, level + 1);
+        put(r->o, "for (; s%d_o + %d <= ", v, un->u);
+        if (range) put_str(r->o, "hi");
+        else render_put_index(r->o, k->ex, x->index, 1);
+        put(r->o, "; s%d_o += %d) {\n", v, un->u);
+        snprintf(base, sizeof base, "s%d_o", v);
+        put_group(r, x, un, base, 0, un->u, level + 2);
+        indent(r->o, level + 1);
+        put_str(r->o, "}\n");
+    }
+    if (!whole) {
+        indent(r->o, level + 1);
+        if (un->u > 1) put(r->o, "for (int64_t s%d = s%d_o; s%d < ", v, v, v);
+        else put(r->o, "for (int64_t s%d = %s; s%d < ", v, range ? "lo" : "0", v);
+        if (range) put_str(r->o, "hi");
+        else render_put_index(r->o, k->ex, x->index, 0);
+        put(r->o, "; s%d++) {\n", v);
+        snprintf(base, sizeof base, "s%d", v);
+        Unroll one = *un;
+        one.chain = 0;
+        put_group(r, x, &one, base, 1, 1, level + 2);
+        indent(r->o, level + 1);
+        put_str(r->o, "}\n");
+    }
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
+void loop_put_loop(R *r, const IrNode *x, int level)
+{
+    int accs[MAX_LANE_ACCS], na = -1;
+    Unroll un;
+    IrRef src;
+    if (x->dtype == LOOP_UNROLL && x->width > 1 && x->width <= 64 && level <= IR_MAX_NEST) {
+        put_unroll(r, x, level);
+        return;
+    }
+    if (!r->isa && !r->un && level <= IR_MAX_NEST && innermost(r, x) && copy_src(r, x, &src) == 0) {
+        put_copy(r, x, src, level);
+        return;
+    }
+    if (!r->isa && !r->un && level <= IR_MAX_NEST && innermost(r, x) && un_plan(r, x, &un)) {
+        put_unrolled(r, x, &un, level);
+        return;
+    }
+    if (r->isa && x->dtype == LOOP_VECTOR && r->lane < 0 && level <= IR_MAX_NEST) na = lane_accs(r, x, accs);
+    if (na > 0) {
+        put_lanes(r, x, accs, na, level);
+        return;
+    }
+    if (na == 0 && level <= IR_MAX_NEST && stream_store(r, x)) {
+        put_stream(r, x, stream_store(r, x), level);
+        return;
+    }
+    const IrNode *refs[PF_LOADS];
+    int nrefs = na <= 0 && level <= IR_MAX_NEST ? ahead_refs(r, x, refs) : 0;
+    if (nrefs) {
+        put_ahead(r, x, refs, nrefs, level);
+        return;
+    }
+    indent(r->o, level);
+    /* a parallel loop's iterations are independent too: an innermost one (Adam's update of a flat weight)
+     * is vectorised without the overlap checks that gcc gives up on past ten pairs of buffers */
+    if (r->isa && (x->dtype == LOOP_VECTOR || (x->dtype == LOOP_PARALLEL && innermost(r, x))))
+        put_str(r->o, "KN_IVDEP ");
+    if (x->var == r->range) put(r->o, "for (int64_t s%d = lo; s%d < hi; s%d++) {", (int)x->var, (int)x->var, (int)x->var);
+    else {
+        put(r->o, "for (int64_t s%d = 0; s%d < ", (int)x->var, (int)x->var);
+        render_put_index(r->o, r->k->ex, x->index, 0);
+        put(r->o, "; s%d++) {", (int)x->var);
+    }
+    if (x->dtype == LOOP_PARALLEL && x->var == r->range) put_str(r->o, " /* parallel: this thread's range */");
+    else if (x->dtype == LOOP_VECTOR && r->isa) put(r->o, " /* vector(%u) */", (unsigned)x->width);
+    else if (x->dtype == LOOP_VECTOR || x->dtype == LOOP_UNROLL)
+        put(r->o, " /* %s(%u): serial in this dialect */", loop_kinds[x->dtype], (unsigned)x->width);
+    else if (x->dtype != LOOP_SERIAL && x->dtype <= LOOP_GPU_THREAD)
+        put(r->o, " /* %s: serial here */", loop_kinds[x->dtype]);
+    put_char(r->o, '\n');
+    const IrNode *at[PF_LOADS];
+    int npf;
+    IrRef row = r->pf_row, after = r->pf_after, first = level <= IR_MAX_NEST ? prefetch_pass(r, x, at, &npf) : 0;
+    if (first) r->pf_row = (IrRef)(x - r->k->nodes), r->pf_after = first;
+    if (level <= IR_MAX_NEST) render_put_block(r, x->child, level + 1);
+    r->pf_row = row, r->pf_after = after;
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
