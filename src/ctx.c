@@ -43,7 +43,7 @@ static void *libc_alloc(void *user, void *ptr, size_t osize, size_t nsize)
         free(ptr);
         return NULL;
     }
-    return ptr ? realloc(ptr, nsize) : large(malloc(nsize), nsize);
+    return large(realloc(ptr, nsize), nsize); /* realloc(NULL, n) is malloc(n) */
 }
 
 void *kn_alloc(kn_ctx *ctx, size_t n) { return n ? ctx->alloc(ctx->alloc_user, NULL, 0, n) : NULL; }
