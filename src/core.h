@@ -33,6 +33,11 @@ void *kn_alloc(kn_ctx *ctx, size_t n);           /* NULL on failure, no error se
 void *kn_alloc_zeroed(kn_ctx *ctx, size_t n);    /* the same, all bytes 0 (calloc under the default hook) */
 void *kn_realloc(kn_ctx *ctx, void *p, size_t o, size_t n);
 void kn_dealloc(kn_ctx *ctx, void *p, size_t n);
+/* KnParallel.scratch (targets/c/gemm.h) for the context owner: at least bytes,
+ * 64-byte aligned, the same block for every call (grown when one asks for
+ * more), so the GEMMs of all its programs pack into one buffer; NULL when
+ * it cannot grow. */
+void *ctx_scratch(void *owner, size_t bytes);
 int kn_mul_overflows(size_t a, size_t b, size_t *out); /* 1 if a * b overflows */
 /* A hash of n bytes taken 8 at a time, for the interning tables (whole nodes
  * of ~200 bytes: hashing them a byte at a time was most of graph_add) and the
@@ -190,6 +195,8 @@ struct kn_ctx {
     size_t cache_bytes[KN_CACHE_BLOCKS];
     int ncache;
     size_t cache_total;
+    void *scratch;           /* lent to compiled GEMMs for a call (ctx_scratch), scratch_bytes long */
+    size_t scratch_bytes;
 };
 
 /* ---- errors ---- */

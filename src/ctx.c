@@ -66,6 +66,17 @@ void kn_dealloc(kn_ctx *ctx, void *p, size_t n)
     if (p) ctx->alloc(ctx->alloc_user, p, n, 0);
 }
 
+void *ctx_scratch(void *owner, size_t bytes)
+{
+    kn_ctx *ctx = owner;
+    if (bytes > ctx->scratch_bytes) {
+        kn_dealloc(ctx, ctx->scratch, ctx->scratch_bytes ? ctx->scratch_bytes + 64 : 0);
+        ctx->scratch_bytes = (ctx->scratch = kn_alloc(ctx, bytes + 64)) ? bytes : 0;
+        if (!ctx->scratch) return NULL;
+    }
+    return (char *)ctx->scratch + (64 - (uintptr_t)ctx->scratch % 64) % 64;
+}
+
 int kn_mul_overflows(size_t a, size_t b, size_t *out)
 {
     if (a && b > SIZE_MAX / a) return 1;
@@ -122,6 +133,7 @@ void kn_ctx_free(kn_ctx *ctx)
     if (ctx->trace) graph_free(ctx->trace);
     eager_free(ctx);
     storage_cache_flush(ctx);
+    kn_dealloc(ctx, ctx->scratch, ctx->scratch_bytes ? ctx->scratch_bytes + 64 : 0);
     ctx->alloc(ctx->alloc_user, ctx, sizeof *ctx, 0);
 }
 

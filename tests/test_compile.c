@@ -345,6 +345,8 @@ static void test_shared_dots(kn_ctx *ctx)
         if (p) program_stats(p, &st);
         CHECK_MSG(same && d < 2e-5, "shared dots on %s: %s, max diff over max %g", st.backend, kn_last_error(ctx), d);
         if (strcmp(st.backend, "interp") != 0) CHECK_MSG(units == 1, "%s: %d dot units for two dots of one spec", st.backend, units);
+        if (be && !strcmp(st.backend, "c")) /* the SIMD dots packed into the scratch the context lends */
+            CHECK_MSG(ctx->scratch && ctx->scratch_bytes > 0, "c: the dots asked the context for no scratch");
         program_free(p);
         graph_free(g);
         kn_scope_end(ctx);

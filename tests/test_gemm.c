@@ -241,9 +241,36 @@ static int counted_for(int n, void (*fn)(void *, int), void *arg)
     return port_parallel_for(n, fn, arg);
 }
 
-/* Runs ISA isa with 2 and 3 tasks on as many threads and checks C (guards included) against one
- * thread's, Cg1. shared: the copy packs A once, in a first parallel_for (a static NAME_<isa>_sap in
- * its text), before the tasks that split N read it. */
+/* A lender of KnParallel.scratch: one buffer, grown as asked, filled with NaN bytes at every ask (a
+ * unit may count on nothing in it); its asks and the most asked for are counted. */
+typedef struct {
+    void *raw;
+    size_t bytes, most;
+    int asks;
+} Lender;
+
+static void *lend(void *owner, size_t bytes)
+{
+    Lender *l = owner;
+    l->asks++;
+    if (bytes > l->most) l->most = bytes;
+    if (bytes > l->bytes) {
+        free(l->raw);
+        l->bytes = (l->raw = malloc(bytes + 64)) ? bytes : 0;
+        if (!l->raw) return NULL;
+    }
+    char *p = (char *)l->raw + (64 - (uintptr_t)l->raw % 64) % 64;
+    memset(p, 0xff, bytes);
+    return p;
+}
+
+static Lender lender;
+static int lent_runs;
+
+/* Runs ISA isa with 1, 2 and 3 tasks on as many threads, packing into its own scratch and into what
+ * a lender gives (one ask a call), and checks C (guards included) against one thread's, Cg1.
+ * shared: the copy packs A once, in a first parallel_for (NAME_<isa>_pack_task in its text), before
+ * the tasks that split N read it. */
 static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1, int shared)
 {
     size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
@@ -253,26 +280,33 @@ static void run_threaded(Case *c, KernIsa fi, int isa, const void *Cg1, int shar
     int64_t nr = nr32[isa] / (c->s.dtype == GEMM_F32 ? 1 : 2);
     int rows = c->s.N <= nr && c->s.M > mr[isa];
     int big = c->s.batch * c->s.M * (rows ? nr : c->s.N) * c->s.K >= (1 << 20), th;
-    for (th = 2; th <= 3; th++) {
-        void *bufs[7];
-        KnParallel par;
-        int calls = par_calls;
-        par.parallel_for = counted_for;
-        par.threads = th;
-        port_set_threads(th);
-        case_bufs(c, bufs);
-        bufs[4] = &par;
-        CHECK(fi(bufs, isa) == isa);
-        CHECK_MSG(memcmp(c->Cg, Cg1, bytes) == 0, "isa %d, %d threads, %lldx%lldx%lld batch %lld: C differs from "
-                  "one thread's", isa, th, (long long)c->s.M, (long long)c->s.N, (long long)c->s.K,
-                  (long long)c->s.batch);
-        CHECK_MSG(par_calls - calls == big * (1 + shared), "isa %d, %d threads, %lld multiply-adds, A shared %d: %d "
-                  "parallel_for calls", isa, th, (long long)(c->s.batch * c->s.M * c->s.N * c->s.K), shared,
-                  par_calls - calls);
-        par_runs += big;
-        row_runs += big && rows;
-        if (big) *(shared ? &shared_runs : &unshared_runs) += 1;
-    }
+    for (th = 1; th <= 3; th++)
+        for (int lent = 0; lent < 2; lent++) {
+            void *bufs[7];
+            KnParallel par;
+            int calls = par_calls, asks = lender.asks;
+            memset(&par, 0, sizeof par);
+            par.parallel_for = counted_for;
+            par.threads = th;
+            if (lent) par.scratch = lend, par.owner = &lender;
+            port_set_threads(th);
+            case_bufs(c, bufs);
+            bufs[4] = &par;
+            CHECK(fi(bufs, isa) == isa);
+            CHECK_MSG(memcmp(c->Cg, Cg1, bytes) == 0, "isa %d, %d threads, scratch %s, %lldx%lldx%lld batch %lld: C "
+                      "differs from one thread's", isa, th, lent ? "lent" : "its own", (long long)c->s.M,
+                      (long long)c->s.N, (long long)c->s.K, (long long)c->s.batch);
+            CHECK_MSG(lender.asks - asks == lent, "isa %d, %d threads: %d asks for scratch", isa, th,
+                      lender.asks - asks);
+            lent_runs += lent;
+            if (th == 1) continue;
+            CHECK_MSG(par_calls - calls == big * (1 + shared), "isa %d, %d threads, %lld multiply-adds, A shared %d: "
+                      "%d parallel_for calls", isa, th, (long long)(c->s.batch * c->s.M * c->s.N * c->s.K), shared,
+                      par_calls - calls);
+            par_runs += big;
+            row_runs += big && rows;
+            if (big) *(shared ? &shared_runs : &unshared_runs) += 1;
+        }
     port_set_threads(0);
 }
 
@@ -370,7 +404,7 @@ static void keep_case(int dialect, int dt, int64_t batch, int64_t M, int64_t N, 
             memcpy(B0, c.B, (size_t)c.nb * es);
             for (int64_t i = 0; i < c.nb; i++) set(c.B, dt, i, 1e30); /* b[7] is B now */
             for (int th = 1; th <= 2; th++) {
-                KnParallel par = {port_parallel_for, th};
+                KnParallel par = {port_parallel_for, th, NULL, NULL};
                 port_set_threads(th);
                 case_bufs(&c, bufs);
                 bufs[4] = &par, bufs[7] = kept;
@@ -408,7 +442,7 @@ static void runtime_case(Case *c)
     if (m && CHECK(p != NULL)) {
         size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
         void *Cg1 = malloc(bytes);
-        KnParallel par = {port_parallel_for, 2};
+        KnParallel par = {port_parallel_for, 2, NULL, NULL};
         memcpy(&f, &p, sizeof p);
         f(case_bufs(c, bufs));
         case_check(c, "runtime/tcc");
@@ -485,7 +519,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
                     void *Cg1 = malloc((size_t)(c.nc + 2 * GUARD) * (dt == GEMM_F32 ? 4 : 8));
                     if (CHECK(Cg1 != NULL)) {
                         memcpy(Cg1, c.Cg, (size_t)(c.nc + 2 * GUARD) * (dt == GEMM_F32 ? 4 : 8));
-                        static const char *sap[3] = {"kgemm_base_sap[", "kgemm_avx2_sap[", "kgemm_avx512_sap["};
+                        static const char *sap[3] = {"kgemm_base_pack_task", "kgemm_avx2_pack_task", "kgemm_avx512_pack_task"};
                         run_threaded(&c, fi, isa, Cg1, strstr(src, sap[isa]) != NULL);
                     }
                     free(Cg1);
@@ -543,7 +577,7 @@ static void ukeep_check(Case *cs, PortModule *m, Kern f, const void *Cg1, size_t
         memcpy(A0, cs->A, (size_t)cs->na * es);
         for (int64_t i = 0; i < cs->na; i++) set(cs->A, cs->s.dtype, i, 1e30); /* b[7] is the weights now */
         for (int th = 1; th <= 2; th++) {
-            KnParallel par = {counted_for, th};
+            KnParallel par = {counted_for, th, NULL, NULL};
             port_set_threads(th);
             case_bufs(cs, bufs);
             bufs[4] = &par, bufs[7] = kept;
@@ -588,14 +622,20 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
             f(bufs);
             case_check(&cs, d ? "winograd/simd" : "winograd/host");
             if (Cg1) memcpy(Cg1, cs.Cg, bytes);
-            for (int th = 2; th <= 3 && Cg1; th++) {
-                KnParallel par = {counted_for, th};
-                port_set_threads(th);
-                case_bufs(&cs, bufs);
-                bufs[4] = &par;
-                f(bufs);
-                CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "winograd %d threads: C differs from one thread's", th);
-            }
+            for (int th = 1; th <= 3 && Cg1; th++)
+                for (int lent = th == 1; lent < 2; lent++) { /* U, V and M in its own scratch, or lent */
+                    KnParallel par = {counted_for, th, lent ? lend : NULL, &lender};
+                    int asks = lender.asks;
+                    port_set_threads(th);
+                    case_bufs(&cs, bufs);
+                    bufs[4] = &par;
+                    f(bufs);
+                    CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "winograd %d threads, scratch %s: C differs from one "
+                              "thread's", th, lent ? "lent" : "its own");
+                    CHECK_MSG(lender.asks - asks == lent, "winograd %d threads: %d asks for scratch (the GEMM inside "
+                              "packs into its own)", th, lender.asks - asks);
+                    lent_runs += lent;
+                }
             port_set_threads(0);
             if (cs.s.ukeep && Cg1) ukeep_check(&cs, m, f, Cg1, bytes);
             if (epi) {
@@ -760,6 +800,9 @@ int main(void)
                    "%d of them with A packed once, shared, %d by rows\n",
                    isa_runs[0], isa_runs[1], isa_runs[2], par_runs, shared_runs, row_runs);
             CHECK(shared_runs > 0 && unshared_runs > 0 && row_runs > 0); /* every threaded path ran */
+            printf("gemm: %d runs in lent scratch (the most asked for %zu bytes)\n", lent_runs, lender.most);
+            CHECK(lent_runs > 0);
+            free(lender.raw);
         }
     }
     TEST_END("gemm");

@@ -294,6 +294,14 @@ typedef struct {
 
 static ll round16(ll a) { return round_up(a, 16); }
 
+/* The packing scratch, in elements: one thread's ap and bp, or the threaded runs' pap, pbp and sap
+ * from the same start (a call uses one or the other) */
+static ll scratch_elems(const Blocks *b)
+{
+    ll one = round16(b->apack) + round16(b->bpack), par = b->papack + b->pbpack + b->sapack;
+    return one > par ? one : par;
+}
+
 /* a task's B scratch when the column blocks are split over tasks tasks */
 static ll task_bpack(const Blocks *b, ll tasks) { return round16(min_ll(b->nc, b->nr * ceil_div(b->nb, tasks)) * b->kc); }
 
@@ -346,8 +354,8 @@ static void render_par(GemmOut *o, const GemmSpec *s, const Isa *isa, const Bloc
         gemm_put(o, "    if (r1 > %lld) r1 = %lld;\n", (ll)s->M, (ll)s->M);
         gemm_put(o, "    for (pc = 0; r0 < r1 && pc < %lld; pc += %lld) {\n", (ll)s->K, bk->kc);
         gemm_put(o, "        const ptrdiff_t kc = %lld - pc < %lld ? %lld - pc : %lld;\n", (ll)s->K, bk->kc, (ll)s->K, bk->kc);
-        gemm_put(o, "        %s_%s_pack_a(j->A, r0, r1 - r0, pc, kc, %s_%s_sap + pc * %lld + r0 * kc);\n    }\n}\n", n, id, n,
-            id, bk->mp * bk->mr);
+        gemm_put(o, "        %s_%s_pack_a(j->A, r0, r1 - r0, pc, kc, j->sap + pc * %lld + r0 * kc);\n    }\n}\n", n, id,
+            bk->mp * bk->mr);
     }
     if (bk->rt) { /* one column block: task i computes the row panels [i mp / tasks, (i+1) mp / tasks) (ROWS) */
         ll padwork = (ll)s->batch * s->M * bk->npad * s->K;
@@ -355,15 +363,16 @@ static void render_par(GemmOut *o, const GemmSpec *s, const Isa *isa, const Bloc
         gemm_put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
         gemm_put(o, "    ptrdiff_t m0 = %d * (i * (ptrdiff_t)%lld / j->tasks), "
                "m1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n", bk->mr, bk->mp, bk->mr, bk->mp);
-        gemm_put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, 0, %lld, m0, m1 < %lld ? m1 : %lld, %s_%s_pap + i * %lld, "
-               "%s_%s_pbp + i * %lld, 0, j->bk, j->eb);\n}\n",
-            n, id, (ll)s->N, (ll)s->M, (ll)s->M, n, id, round16(bk->apack), n, id, round16(bk->bpack));
+        gemm_put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, 0, %lld, m0, m1 < %lld ? m1 : %lld, j->pap + i * %lld, "
+               "j->pbp + i * %lld, 0, j->bk, j->eb);\n}\n",
+            n, id, (ll)s->N, (ll)s->M, (ll)s->M, round16(bk->apack), round16(bk->bpack));
         gemm_put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
-               "void **eb)\n{\n", n, id, n);
+               "void **eb, T *scr)\n{\n", n, id, n);
         gemm_put(o, "    %s_job j;\n", n);
         gemm_put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", padwork, PAR_WORK);
         gemm_put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", bk->rt, bk->rt);
         gemm_put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.bk = bk, j.eb = eb, j.slot = 0;\n");
+        gemm_put(o, "    j.pap = scr, j.pbp = scr + %lld, j.sap = 0;\n", bk->papack);
         gemm_put(o, "    par->parallel_for(j.tasks, %s_%s_rtask, &j);\n    return 1;\n}\n", n, id);
         return;
     }
@@ -371,13 +380,11 @@ static void render_par(GemmOut *o, const GemmSpec *s, const Isa *isa, const Bloc
     gemm_put(o, "    const %s_job *j = (const %s_job *)arg;\n", n, n);
     gemm_put(o, "    ptrdiff_t n0 = %d * (i * (ptrdiff_t)%lld / j->tasks), n1 = %d * ((i + 1) * (ptrdiff_t)%lld / j->tasks);\n",
         bk->nr, bk->nb, bk->nr, bk->nb);
-    gemm_put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, 0, %lld, %s_%s_pap + i * %lld, "
-           "%s_%s_pbp + i * j->slot, ",
-        n, id, (ll)s->N, (ll)s->N, (ll)s->M, n, id, round16(bk->apack), n, id);
-    if (bk->sapack) gemm_put(o, "%s_%s_sap, j->bk, j->eb);\n}\n", n, id);
-    else gemm_put(o, "0, j->bk, j->eb);\n}\n");
+    gemm_put(o, "    %s_%s_cols(j->C, j->A, j->B, j->bias, n0, n1 < %lld ? n1 : %lld, 0, %lld, j->pap + i * %lld, "
+           "j->pbp + i * j->slot, j->sap, j->bk, j->eb);\n}\n",
+        n, id, (ll)s->N, (ll)s->N, (ll)s->M, round16(bk->apack));
     gemm_put(o, "static int %s_%s_mt(T *C, const T *A, const T *B, const T *bias, const T *bk, const %s_par *par, "
-           "void **eb)\n{\n", n, id, n);
+           "void **eb, T *scr)\n{\n", n, id, n);
     gemm_put(o, "    %s_job j;\n    ptrdiff_t cols;\n", n);
     gemm_put(o, "    if (!par || !par->parallel_for || par->threads < 2 || %lld < %lld) return 0;\n", work, PAR_WORK);
     gemm_put(o, "    j.tasks = par->threads < %lld ? par->threads : %lld;\n", min_ll(MAXT, bk->nb), min_ll(MAXT, bk->nb));
@@ -385,6 +392,9 @@ static void render_par(GemmOut *o, const GemmSpec *s, const Isa *isa, const Bloc
     gemm_put(o, "    cols = %d * ((%lld + j.tasks - 1) / j.tasks);\n", bk->nr, bk->nb);
     gemm_put(o, "    j.slot = ((cols < %lld ? cols : %lld) * %lld + 15) / 16 * 16;\n", bk->nc, bk->nc, bk->kc);
     gemm_put(o, "    j.C = C, j.A = A, j.B = B, j.bias = bias, j.bk = bk, j.eb = eb;\n");
+    gemm_put(o, "    j.pap = scr, j.pbp = scr + %lld, j.sap = ", bk->papack);
+    if (bk->sapack) gemm_put(o, "scr + %lld;\n", bk->papack + bk->pbpack);
+    else gemm_put(o, "0;\n");
     if (bk->sapack) gemm_put(o, "    par->parallel_for(j.tasks, %s_%s_pack_task, &j);\n", n, id);
     gemm_put(o, "    par->parallel_for(j.tasks, %s_%s_task, &j);\n    return 1;\n}\n", n, id);
 }
@@ -404,11 +414,13 @@ static void render_isa(GemmOut *o, const GemmSpec *s, const Isa *isa)
     gemm_put(o, "typedef T %s_%s_v __attribute__((vector_size(%d)));\n", n, id, isa->vbytes);
     gemm_put(o, "typedef %s %s_%s_vi __attribute__((vector_size(%d)));\n", vi, n, id, isa->vbytes);
     if (fma) gemm_put(o, "#define %s_%s_fma(a, b, c) %s\n", n, id, fma);
-    gemm_put(o, "static T %s_%s_ap[%lld] __attribute__((aligned(64)));\n", n, id, bk.apack);
-    gemm_put(o, "static T %s_%s_bp[%lld] __attribute__((aligned(64)));\n", n, id, bk.bpack);
-    gemm_put(o, "static T %s_%s_pap[%lld] __attribute__((aligned(64)));\n", n, id, bk.papack);
-    gemm_put(o, "static T %s_%s_pbp[%lld] __attribute__((aligned(64)));\n", n, id, bk.pbpack);
-    if (bk.sapack) gemm_put(o, "static T %s_%s_sap[%lld] __attribute__((aligned(64)));\n", n, id, bk.sapack);
+    /* the packing scratch: ap and bp from its start in one thread, else pap, pbp and sap; lent by the
+     * caller (KnParallel.scratch) or, where it lends none, this copy's own */
+    gemm_put(o, "#define %s_%s_SCRATCH %lld\n#define %s_%s_BP %lld\n", n, id, scratch_elems(&bk), n, id, round16(bk.apack));
+    gemm_put(o, "static T %s_%s_own[%s_%s_SCRATCH] __attribute__((aligned(64)));\n", n, id, n, id);
+    gemm_put(o, "static T *%s_%s_scratch(const %s_par *par)\n{\n", n, id, n);
+    gemm_put(o, "    T *s = par && par->scratch ? (T *)par->scratch(par->owner, sizeof(T) * %s_%s_SCRATCH) : 0;\n", n, id);
+    gemm_put(o, "    return s ? s : %s_%s_own;\n}\n", n, id);
 
     /* pack A rows [ic, ic+mc), k [pc, pc+kc) into mr-row panels: ap[p*kc + k*mr + i] */
     gemm_put(o, "%sstatic void %s_%s_pack_a(const T *A, ptrdiff_t ic, ptrdiff_t mc, ptrdiff_t pc, ptrdiff_t kc, T *ap)\n{\n",
@@ -639,9 +651,10 @@ static void render_simd(GemmOut *o, const GemmSpec *s, int only)
     static const char *const ids[3] = {"base", "avx2", "avx512"};
     const char *n = s->name;
     put_head(o, s, "simd");
-    gemm_put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_par; "
-           "/* KnParallel */\n", n);
-    gemm_put(o, "typedef struct { T *C; const T *A, *B, *bias, *bk; ptrdiff_t slot; int tasks; void **eb; } %s_job;\n", n);
+    gemm_put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; "
+           "void *(*scratch)(void *, size_t); void *owner; } %s_par; /* KnParallel */\n", n);
+    gemm_put(o, "typedef struct { T *C; const T *A, *B, *bias, *bk; ptrdiff_t slot; int tasks; void **eb; T *pap, *pbp, *sap; } "
+           "%s_job;\n", n);
     gemm_put(o, "#if defined(__x86_64__) || defined(__i386__)\n#define %s_X86 1\n", n);
     for (int i = 2; i >= 1; i--)
         if (only < 0 || only == i) render_isa(o, s, isas[i]);
@@ -674,10 +687,11 @@ static void render_simd(GemmOut *o, const GemmSpec *s, int only)
     for (int i = 2; i >= 0; i--) {
         if (i == 0) gemm_put(o, "#endif\n");
         if (only >= 0 && only != i) continue;
-        gemm_put(o, "    if (isa == %d) {\n        if (!%s_%s_mt(C, A, B, bias, bk, par, eb))\n"
-               "            %s_%s_cols(C, A, B, bias, 0, %lld, 0, %lld, %s_%s_ap, %s_%s_bp, 0, bk, eb);\n"
+        gemm_put(o, "    if (isa == %d) {\n        T *scr = %s_%s_scratch(par);\n"
+               "        if (!%s_%s_mt(C, A, B, bias, bk, par, eb, scr))\n"
+               "            %s_%s_cols(C, A, B, bias, 0, %lld, 0, %lld, scr, scr + %s_%s_BP, 0, bk, eb);\n"
                "        return %d;\n    }\n",
-            i, n, ids[i], n, ids[i], (ll)s->N, (ll)s->M, n, ids[i], n, ids[i], i);
+            i, n, ids[i], n, ids[i], n, ids[i], (ll)s->N, (ll)s->M, n, ids[i], i);
     }
     gemm_put(o, "    return -1;\n}\n");
     if (s->bkeep) { /* NAME_bpack(B, dst): the bytes B packed takes (and with dst, packs it there), or 0 */

@@ -60,9 +60,10 @@
  *   compile, for code compiled where it runs (backend c's JIT; its cache
  *   is keyed by the text, so another machine renders and caches its own).
  *   NAME_isa(b, isa) runs that copy only. Packing scratch is
- *   a static, 64-byte-aligned buffer per ISA copy sized for this spec's
- *   blocks (zero-filled bss: untouched copies cost no memory), so no malloc
- *   on any path; NAME is therefore not reentrant (nor are its threaded runs). The column-range worker
+ *   what b[4] lends (KnParallel.scratch), else a static, 64-byte-aligned
+ *   buffer per ISA copy sized for this spec's blocks (zero-filled bss:
+ *   untouched copies cost no memory), so no malloc on any path; NAME is
+ *   therefore not reentrant (nor are its threaded runs). The column-range worker
  *
  *       static void NAME_<isa>_cols(T *C, const T *A, const T *B, const T *bias,
  *                                   long n0, long n1, T *apack, T *bpack);
@@ -73,13 +74,13 @@
  *   Threads: when b[4] is a KnParallel with threads > 1 and batch * M * N
  *   * K >= 2^20, the NR-column blocks are split into min(threads, 16,
  *   blocks) runs, one task each, run through b[4]->parallel_for; each task
- *   has its own slot of a second static scratch (NAME_<isa>_pap / _pbp,
- *   sized at render time for the worst split, untouched until used). With
+ *   has its own slot of the threaded scratch (pap / pbp in the job, from
+ *   the same start as one thread's, sized at render time for the worst split). With
  *   one column block (N <= NR) the MR-row panels are split instead, into
  *   min(threads, 16, panels) tasks, when batch * M * NR * K >= 2^20. When
  *   a task of a 2-task split would get at most 256 columns (and A is the
  *   same for every batch index, its rows along K), a first parallel_for packs all of A, once,
- *   into a static buffer the tasks then share (NAME_<isa>_sap: each task a
+ *   into scratch the tasks then share (sap, after pbp: each task a
  *   run of the row panels; gemm.c, SHARE_COLS), instead of every task
  *   packing all of A for its few columns. C is
  *   bitwise the one-thread result: each element is computed by one task,
@@ -113,10 +114,22 @@
  * fn(arg, i) once for every i in [0, n) and return when all have returned
  * (port_parallel_for does); threads is how many tasks to split into. The
  * generated code declares a struct of the same layout (it includes nothing
- * of kiln's). */
+ * of kiln's); a loop kernel's reads the first two fields only.
+ *
+ * scratch, if not NULL, lends the SIMD dialects' GEMM and Winograd units
+ * their packing scratch for one call: scratch(owner, bytes) returns at
+ * least bytes, 64-byte aligned, that nothing else uses until the call
+ * returns (a GEMM asks once a call, before its tasks start), or NULL; the
+ * units then use scratch of their own, a static buffer per unit (GEMM) or
+ * one malloc kept until unload (Winograd). So the units of one program, or
+ * of every program of one context, can share one buffer, warm in the
+ * caches, where each would otherwise fault in its own (cnn's step: 72
+ * units, 160 MB). */
 typedef struct KnParallel {
     int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);
     int threads;
+    void *(*scratch)(void *owner, size_t bytes);
+    void *owner;
 } KnParallel;
 
 /* The renderers' output buffer (gemm.c, wino.c): text is appended as snprintf

@@ -98,8 +98,8 @@ static void put_common(GemmOut *o, const GemmSpec *s)
 {
     const char *n = s->name;
     gemm_put(o, "\n/* ---- winograd F(2x2, 3x3) around %s_wg ---- */\n#include <stdlib.h>\n", n);
-    gemm_put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } %s_wpar; "
-           "/* KnParallel */\n", n);
+    gemm_put(o, "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; "
+           "void *(*scratch)(void *, size_t); void *owner; } %s_wpar; /* KnParallel */\n", n);
     if (s->epilogue) {
         gemm_put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
         gemm_put(o, "typedef void (*%s_epi_t)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n", n);
@@ -345,11 +345,14 @@ static void put_entry(GemmOut *o, const GemmSpec *s, const Geo *g)
 {
     const char *n = s->name;
     size_t es = s->dtype == GEMM_F32 ? 4 : 8;
-    gemm_put(o, "static T *%s_scratch; /* U, V and M: kept from call to call (no page faults), freed on unload */\n", n);
-    gemm_put(o, "static char *%s_raw; /* its allocation: the scratch starts at its first 64-byte boundary */\n", n);
+    /* U, V and M: in the scratch the caller lends (KnParallel.scratch), else in this unit's own, kept
+     * from call to call and freed on unload (its allocation NAME_raw, from its first 64-byte boundary) */
+    gemm_put(o, "static T *%s_scratch;\n", n);
+    gemm_put(o, "static char *%s_raw;\n", n);
     gemm_put(o, "__attribute__((destructor)) static void %s_free(void)\n{\n    free(%s_raw);\n}\n", n, n);
     gemm_put(o, "void %s(void **b)\n{\n    %s_wjob j;\n", n, n);
-    gemm_put(o, "    const %s_wpar *par = (const %s_wpar *)b[4];\n    void *g[5];\n    ptrdiff_t r0;\n", n, n);
+    gemm_put(o, "    const %s_wpar *par = (const %s_wpar *)b[4];\n    %s_wpar inner;\n    void *g[5];\n    ptrdiff_t r0;\n"
+           "    T *scr;\n", n, n, n);
     gemm_put(o, "    j.C = (T *)b[0], j.A = (const T *)b[1], j.X = (const T *)b[2], j.bias = %s;\n",
         s->bias ? "(const T *)b[3]" : "0");
     gemm_put(o, "    j.eb = %s;\n", s->epilogue ? "(void **)b[5]" : "0");
@@ -358,15 +361,18 @@ static void put_entry(GemmOut *o, const GemmSpec *s, const Geo *g)
         MAXT, MAXT);
     /* one block: U, V, M (each from a multiple of 16 elements) */
     ll nu = (16 * g->K * g->C + 15) / 16 * 16, nv = (16 * g->C * g->tb + 15) / 16 * 16, nm = 16 * g->K * g->tb;
-    gemm_put(o, "    if (!%s_raw && (%s_raw = (char *)malloc(%lluu + 64)))\n", n, n,
-        (unsigned long long)((nu + nv + nm + 15) / 16 * 16 * (ll)es));
+    unsigned long long bytes = (unsigned long long)((nu + nv + nm + 15) / 16 * 16 * (ll)es);
+    gemm_put(o, "    scr = par && par->scratch ? (T *)par->scratch(par->owner, %lluu) : 0;\n", bytes);
+    gemm_put(o, "    if (!scr && !%s_raw && (%s_raw = (char *)malloc(%lluu + 64)))\n", n, n, bytes);
     gemm_put(o, "        %s_scratch = (T *)(%s_raw + (64 - (size_t)%s_raw %% 64) %% 64);\n", n, n, n);
-    gemm_put(o, "    if (!%s_scratch) {\n        %s_wdirect(&j);\n        return;\n    }\n", n, n);
-    gemm_put(o, "    j.U = %s_scratch, j.V = j.U + %lld, j.M = j.V + %lld;\n", n, nu, nv);
+    gemm_put(o, "    if (!scr && !(scr = %s_scratch)) {\n        %s_wdirect(&j);\n        return;\n    }\n", n, n);
+    gemm_put(o, "    j.U = scr, j.V = j.U + %lld, j.M = j.V + %lld;\n", nu, nv);
     if (s->ukeep) /* b[7]: U as NAME_upack wrote it, or NULL */
         gemm_put(o, "    if (b[7]) j.U = (T *)b[7];\n    else %s_wrun(par, &j, %s_wt);\n", n, n);
     else gemm_put(o, "    %s_wrun(par, &j, %s_wt);\n", n, n);
-    gemm_put(o, "    g[0] = j.M, g[1] = %s, g[2] = %s, g[3] = 0, g[4] = b[4];\n", g->tr ? "j.V" : "j.U",
+    /* the GEMM inside packs into scratch of its own: the lent one holds U, V and M */
+    gemm_put(o, "    if (par) inner = *par, inner.scratch = 0;\n");
+    gemm_put(o, "    g[0] = j.M, g[1] = %s, g[2] = %s, g[3] = 0, g[4] = par ? (void *)&inner : 0;\n", g->tr ? "j.V" : "j.U",
         g->tr ? "j.U" : "j.V");
     gemm_put(o, "    for (r0 = 0; r0 < %lld; r0 += %lld) {\n", g->rows, g->rpc);
     gemm_put(o, "        j.r0 = r0, j.r1 = r0 + %lld < %lld ? r0 + %lld : %lld;\n", g->rpc, g->rows, g->rpc, g->rows);
