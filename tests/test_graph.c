@@ -119,8 +119,47 @@ static void test_hash(void)
     }
 }
 
+/* an allocator hook that counts the bytes it holds */
+static void *counting(void *user, void *ptr, size_t osize, size_t nsize)
+{
+    size_t *held = user;
+    *held += nsize - osize * (ptr != NULL);
+    if (!nsize) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
+/* A graph holds its node array and hash table once: grown in place, not a
+ * copy per doubling left in the arena (the sum of all the sizes it had) */
+static void test_graph_memory(void)
+{
+    size_t held = 0;
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.alloc = counting, .alloc_user = &held});
+    if (!CHECK(ctx != NULL)) return;
+    size_t base = held;
+    Graph *g = graph_new(ctx);
+    Node n;
+    memset(&n, 0, sizeof n);
+    n.op = OP_FULL, n.dtype = KN_F32;
+    int added = 0;
+    for (int i = 0; i < 20000 && g; i++) {
+        n.p.f = i; /* each its own node */
+        added += graph_add(g, &n) == (uint32_t)i + 1;
+    }
+    CHECK(added == 20000);
+    size_t want = g ? g->cap * sizeof(Node) + g->hcap * sizeof(uint32_t) : 0;
+    CHECK_MSG(g && held - base < want + (256 << 10), "a graph of %u nodes holds %zu bytes; its node array and hash "
+              "table are %zu", g ? g->n : 0, held - base, want);
+    graph_free(g);
+    CHECK_MSG(held == base, "%zu bytes left after graph_free", held - base);
+    kn_ctx_free(ctx);
+}
+
 int main(void)
 {
+    test_graph_memory();
     test_hash();
     kn_ctx *ctx = kn_ctx_new(NULL);
     test_trace_and_intern(ctx);
