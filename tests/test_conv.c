@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "test.h"
+#include "../src/core.h" /* the trace of a pool: its nodes */
 
 #define RTOL 1e-5
 #define ATOL 1e-6
@@ -494,6 +495,19 @@ static void test_adaptive(kn_ctx *ctx)
     check_adaptive(ctx, b, 5, 3); /* more outputs than inputs: overlapping windows */
     check_adaptive(ctx, c, 1, 1); /* global average pooling */
     check_adaptive(ctx, c, 4, 2);
+    /* windows that tile the input are summed, those that do not are two dots with 0/1 matrices */
+    for (int tiled = 0; tiled < 2; tiled++) {
+        kn_scope_begin(ctx);
+        kn_tensor *x = kn_randn(ctx, KN_F32, 4, tiled ? c : a);
+        ctx->trace = graph_new(ctx);
+        kn_tensor *y = kn_adaptive_avg_pool2d(ctx, x, tiled ? 4 : 3, tiled ? 2 : 4);
+        int dots = 0;
+        for (uint32_t i = 1; ctx->trace && i < ctx->trace->n; i++) dots += ctx->trace->nodes[i].op == OP_DOT;
+        CHECK_MSG(y && dots == (tiled ? 0 : 2), "adaptive pool, windows %s: %d dots", tiled ? "tiled" : "uneven", dots);
+        graph_free(ctx->trace);
+        ctx->trace = NULL;
+        kn_scope_end(ctx);
+    }
 }
 
 /* ---- norms ---- */
