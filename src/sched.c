@@ -18,7 +18,10 @@
  * - a pointwise value read by several kernels is materialised when its fused
  *   subtree holds an expensive op (exp, log, ...), so no expensive op is
  *   ever computed in two kernels; cheap ones (add, compare, ...) are
- *   recomputed instead of costing a round trip through memory;
+ *   recomputed instead of costing a round trip through memory; where the
+ *   expensive op is broadcast into the value (BatchNorm's per-channel
+ *   1/sqrt(var + eps) in x_hat), it is materialised instead, and the value
+ *   is cheap;
  * - dot reads its operands once per multiply-add, so an operand that is not
  *   a view of a buffer is materialised first, but for a convolution's
  *   window view of a buffer (sched_window), which the dot template packs
@@ -106,6 +109,29 @@ static int wide_inputs(const Graph *g, const uint8_t *mat, const uint8_t *fused,
         else if (!fused[u]) found += wide_inputs(g, mat, fused, mark, stamp, u, numel, limit - found, visits);
     }
     return found;
+}
+
+/* An expensive pointwise node in v's unmaterialised subtree that is
+ * broadcast into it (at most a sixteenth of its numel elements: a
+ * BatchNorm's 1/sqrt(var + eps), one per channel, in x_hat = (x - mean) *
+ * that) and pulls in no fused reduction or dot (a row reduction's, which
+ * its kernel computes once per row, stays there); 0 if none. At most
+ * SCHED_WIDE_VISIT nodes are visited (mark, stamp as wide_inputs). */
+static uint32_t broadcast_expensive(const Graph *g, const uint8_t *mat, const uint8_t *fused, uint8_t *memo2,
+                                    uint32_t *mark, uint32_t stamp, uint32_t v, int64_t numel, int *visits)
+{
+    const Node *n = &g->nodes[v];
+    for (int s = 0; s < n->nsrc && *visits < SCHED_WIDE_VISIT; s++) {
+        uint32_t u = n->src[s], e;
+        const Node *m = &g->nodes[u];
+        if (mark[u] == stamp || mat[u] || fused[u]) continue;
+        mark[u] = stamp, ++*visits;
+        if (is_pointwise((Op)m->op) && is_expensive((Op)m->op) && tensor_numel(m->ndim, m->shape) * 16 <= numel &&
+            fused_ops(g, mat, fused, memo2, u) >= 0)
+            return u;
+        if ((e = broadcast_expensive(g, mat, fused, memo2, mark, stamp, u, numel, visits))) return e;
+    }
+    return 0;
 }
 
 #define NO_KERNEL 0u           /* owner: no kernel reads it (dead) */
@@ -578,10 +604,16 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
         }
         walked = 1;
         memset(memo, 0, g->n);
+        memset(memo2, 0, g->n);
         for (uint32_t v = g->n; v-- > 1;) {
             if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || owner[v] != MANY_KERNELS) continue;
             if (fused_cost(g, mat, memo, v)) {
-                mat[v] = changed = 1;
+                /* the expensive op, where it is broadcast into v: a small buffer, and v, cheap now,
+                 * recomputed by its readers rather than a buffer of v's size written and read back */
+                int visits = 0;
+                uint32_t e = broadcast_expensive(g, mat, fused, memo2, mark, ++stamp, v,
+                                                 tensor_numel(g->nodes[v].ndim, g->nodes[v].shape), &visits);
+                mat[e ? e : v] = changed = 1;
                 break; /* the owners change */
             }
         }

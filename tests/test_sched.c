@@ -222,6 +222,26 @@ int main(void)
     arena_free(&a5);
     end(ctx);
 
+    /* a BatchNorm's x_hat = (x - mean) * 1/sqrt(var + eps), read by two kernels: the per-channel
+     * 1/sqrt is a buffer of its own (8 values), x_hat (512) is recomputed by each reader */
+    int64_t s64x8[2] = {64, 8};
+    int d0 = 0;
+    kn_tensor *bx = kn_randn(ctx, KN_F32, 2, s64x8);
+    begin(ctx);
+    kn_tensor *dev = kn_sub(ctx, bx, kn_mean(ctx, bx, &d0, 1, 1));
+    kn_tensor *rs = kn_rsqrt(ctx, kn_add(ctx, kn_mean(ctx, kn_mul(ctx, dev, dev), &d0, 1, 1), kn_scalar(ctx, 1e-5)));
+    kn_tensor *xh = kn_mul(ctx, dev, rs);
+    kn_tensor *bo[2] = {kn_sum(ctx, xh, &d0, 1, 0), kn_mul(ctx, xh, kn_scalar(ctx, 2.0))};
+    uint32_t bon[2] = {bo[0]->node, bo[1]->node};
+    Arena a6;
+    Schedule s6;
+    arena_init(&a6, ctx);
+    CHECK(sched_build(ctx, ctx->trace, bon, 2, &a6, &s6) == 0);
+    CHECK_MSG(!s6.materialised[xh->node] && s6.materialised[rs->node], "x_hat a buffer %d, 1/sqrt(var + eps) %d",
+              s6.materialised[xh->node], s6.materialised[rs->node]);
+    arena_free(&a6);
+    end(ctx);
+
     kn_ctx_free(ctx);
     TEST_END("sched");
 }
