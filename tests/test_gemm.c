@@ -794,6 +794,7 @@ int main(void)
             wino_case(GEMM_F32, 3, 33, 13, 15, 1, 7, 0, GEMM_ACT_GELU_TANH, 1);
             wino_case(GEMM_F32, 2, 1100, 15, 15, 1, 64, 0, GEMM_ACT_NONE, 1); /* 3 chunks (cut mid-image), transposed GEMM */
             wino_case(GEMM_F32, 1, 3, 3, 3, 0, 2, 0, GEMM_ACT_NONE, 0);    /* one output */
+            wino_case(GEMM_F32, 2, 9, 32, 32, 1, 18, 1, GEMM_ACT_RELU, 0); /* 16 tiles a row: a vector each */
             wino_case(GEMM_F64, 3, 17, 6, 7, 1, 21, 1, GEMM_ACT_NONE, 1);
             printf("gemm: winograd %d units run, %d runs with the weights' transform kept\n", wino_cases, ukeep_runs);
             printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
