@@ -189,6 +189,22 @@ static void valid_run(ll cnt, ll off, ll w, ll *lo, ll *hi)
  * rows copied into ev (even columns) and od (odd columns), zeros outside x, so that element (e, b)
  * of the row's tiles is a contiguous run of ev[e] or od[e]); then the transform in place, one
  * vector loop over the chunk's tiles (16 loads and 16 stores along t), however few tiles a row has */
+/* B^T d B of the tiles in vectors d0..d15 (d[4 e + k]: row e, column k), of vector type vt; plane
+ * 4 a + b of the result stored at dst + (4 a + b) * xs + x */
+static void put_tile_transform(GemmOut *o, const char *ind, const char *vt, const char *dst, ll xs)
+{
+    static const char *const op[4] = {"h0%d - h2%d", "h1%d + h2%d", "h2%d - h1%d", "h1%d - h3%d"};
+    for (int e = 0; e < 4; e++) /* d B, row e */
+        gemm_put(o, "%sconst %s h%d0 = d%d - d%d, h%d1 = d%d + d%d, h%d2 = d%d - d%d, h%d3 = d%d - d%d;\n", ind, vt, e,
+            4 * e, 4 * e + 2, e, 4 * e + 1, 4 * e + 2, e, 4 * e + 2, 4 * e + 1, e, 4 * e + 1, 4 * e + 3);
+    for (int b = 0; b < 4; b++) /* B^T (d B), column b */
+        for (int a = 0; a < 4; a++) {
+            char ex[32];
+            snprintf(ex, sizeof ex, op[a], b, b);
+            gemm_put(o, "%s{ const %s q = %s; memcpy(%s + %lld + x, &q, sizeof q); }\n", ind, vt, ex, dst, (4 * a + b) * xs);
+        }
+}
+
 static void put_input(GemmOut *o, const GemmSpec *s, const Geo *g)
 {
     const char *n = s->name;
@@ -224,57 +240,40 @@ static void put_input(GemmOut *o, const GemmSpec *s, const Geo *g)
         gemm_put(o, "                for (x = %lld; x < %lld; x++) %s[e][x] = 0;\n", hi[par], tw1, a);
     }
     gemm_put(o, "            }\n");
-    /* a tile row whose tiles are whole vectors of W: transformed from ev and od straight into V,
-     * W tiles at a time (stage 1 of ResNet-18 on 32x32: the raw tiles' round trip through V, which a
-     * 2 MB chunk takes out of the caches, was two thirds of this pass) */
     if (wl) {
+        /* a tile row whose tiles are whole vectors of W: transformed from ev and od straight into V,
+         * W tiles at a time (stage 1 of ResNet-18 on 32x32: the raw tiles' round trip through V,
+         * which a 2 MB chunk takes out of the caches, was two thirds of this pass) */
         gemm_put(o, "            for (x = 0; x < %lld; x += %d) {\n", g->tw, wl);
-        for (int e = 0; e < 4; e++) /* d B, row e: d = ev[e][x], od[e][x], ev[e][x + 1], od[e][x + 1] */
-            gemm_put(o, "                W a%d, b%d, c%d, d%d;\n"
-                   "                memcpy(&a%d, &ev[%d][x], sizeof a%d), memcpy(&b%d, &od[%d][x], sizeof b%d);\n"
-                   "                memcpy(&c%d, &ev[%d][x + 1], sizeof c%d), memcpy(&d%d, &od[%d][x + 1], sizeof d%d);\n"
-                   "                const W h%d0 = a%d - c%d, h%d1 = b%d + c%d, h%d2 = c%d - b%d, h%d3 = b%d - d%d;\n",
-                e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e);
-        for (int bc = 0; bc < 4; bc++) { /* B^T (d B), column bc */
-            static const char *const op[4] = {"h0%d - h2%d", "h1%d + h2%d", "h2%d - h1%d", "h1%d - h3%d"};
-            for (int a = 0; a < 4; a++) {
-                char ex[32];
-                snprintf(ex, sizeof ex, op[a], bc, bc);
-                gemm_put(o, "                { const W q = %s; memcpy(vr + %lld + x, &q, sizeof q); }\n", ex, (4 * a + bc) * xs);
-            }
+        for (int e = 0; e < 4; e++) /* row e of the tiles: ev[e][x], od[e][x], ev[e][x + 1], od[e][x + 1] */
+            for (int k = 0; k < 4; k++)
+                gemm_put(o, "                W d%d;\n                memcpy(&d%d, &%s[%d][x%s], sizeof d%d);\n", 4 * e + k,
+                    4 * e + k, k % 2 ? "od" : "ev", e, k < 2 ? "" : " + 1", 4 * e + k);
+        put_tile_transform(o, "                ", "W", "vr", xs);
+        gemm_put(o, "            }\n");
+    } else {
+        for (int e = 0; e < 4; e++) {
+            gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = ev[%d][x];\n", g->tw, (4 * e + 0) * xs, e);
+            gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = od[%d][x];\n", g->tw, (4 * e + 1) * xs, e);
+            gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = ev[%d][x + 1];\n", g->tw, (4 * e + 2) * xs, e);
+            gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = od[%d][x + 1];\n", g->tw, (4 * e + 3) * xs, e);
         }
-        gemm_put(o, "            }\n        }\n");
-        gemm_put(o, "        for (e = 0; e < 16; e++)\n            for (x = (j->r1 - j->r0) * %lld; x < %lld; x++) v[e * %lld + x] = 0;\n",
-            g->tw, g->tb, xs);
-        gemm_put(o, "    }\n}\n");
-        return;
-    }
-    for (int e = 0; e < 4; e++) {
-        gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = ev[%d][x];\n", g->tw, (4 * e + 0) * xs, e);
-        gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = od[%d][x];\n", g->tw, (4 * e + 1) * xs, e);
-        gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = ev[%d][x + 1];\n", g->tw, (4 * e + 2) * xs, e);
-        gemm_put(o, "            for (x = 0; x < %lld; x++) vr[%lld + x] = od[%d][x + 1];\n", g->tw, (4 * e + 3) * xs, e);
     }
     gemm_put(o, "        }\n");
     /* the padding tiles of the chunk: zeros, so the GEMM reads no uninitialised memory */
     gemm_put(o, "        for (e = 0; e < 16; e++)\n            for (x = (j->r1 - j->r0) * %lld; x < %lld; x++) v[e * %lld + x] = 0;\n",
         g->tw, g->tb, xs);
-    /* straight-line code on vectors of 16 (gcc -O2 neither unrolls the small loops nor vectorises
-     * around them, and took 16-byte vectors for this loop); tb is a multiple of 16 */
-    gemm_put(o, "        for (x = 0; x < %lld; x += 16) {\n", g->tb);
-    for (int e = 0; e < 16; e++) gemm_put(o, "            V d%d;\n            memcpy(&d%d, v + %lld + x, sizeof d%d);\n", e, e, e * xs, e);
-    for (int e = 0; e < 4; e++) /* d B, row e */
-        gemm_put(o, "            const V h%d0 = d%d - d%d, h%d1 = d%d + d%d, h%d2 = d%d - d%d, h%d3 = d%d - d%d;\n", e, 4 * e,
-            4 * e + 2, e, 4 * e + 1, 4 * e + 2, e, 4 * e + 2, 4 * e + 1, e, 4 * e + 1, 4 * e + 3);
-    for (int b = 0; b < 4; b++) { /* B^T (d B), column b */
-        static const char *const op[4] = {"h0%d - h2%d", "h1%d + h2%d", "h2%d - h1%d", "h1%d - h3%d"};
-        for (int a = 0; a < 4; a++) {
-            char ex[32];
-            snprintf(ex, sizeof ex, op[a], b, b);
-            gemm_put(o, "            { const V r = %s; memcpy(v + %lld + x, &r, sizeof r); }\n", ex, (4 * a + b) * xs);
-        }
+    if (!wl) {
+        /* the raw tiles transformed in place, in straight-line code on vectors of 16 (gcc -O2 neither
+         * unrolls the small loops nor vectorises around them, and took 16-byte vectors for this
+         * loop); tb is a multiple of 16 */
+        gemm_put(o, "        for (x = 0; x < %lld; x += 16) {\n", g->tb);
+        for (int e = 0; e < 16; e++)
+            gemm_put(o, "            V d%d;\n            memcpy(&d%d, v + %lld + x, sizeof d%d);\n", e, e, e * xs, e);
+        put_tile_transform(o, "            ", "V", "v", xs);
+        gemm_put(o, "        }\n");
     }
-    gemm_put(o, "        }\n    }\n}\n");
+    gemm_put(o, "    }\n}\n");
 }
 
 /* pass 1 of the output transform on the element (k, t) of M (vt "T") or on 16 along M's rows (vt "V") */
