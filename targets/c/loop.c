@@ -1069,10 +1069,11 @@ void loop_put_chain(R *r, int u)
 /* One group of n copies of x's body from iteration `base` (a C name; the
  * loop's var itself if own, else each copy declares it where the body names
  * it): the streams' pointers, then the copies. */
-static void put_group(R *r, const IrNode *x, Unroll *un, const char *base, int own, int n, int level)
+/* The streams' pointers at iteration `base` (a C name). */
+static void put_streams(R *r, const Unroll *un, const char *base, int level)
 {
     const Kernel *k = r->k;
-    int v = x->var;
+    int v = un->v;
     for (int i = 0; i < un->nst; i++) {
         const Stream *st = &un->st[i];
         const IrBuf *b = &k->bufs[st->buf];
@@ -1085,6 +1086,13 @@ static void put_group(R *r, const IrNode *x, Unroll *un, const char *base, int o
         if (st->a != 1 && st->a != -1 && st->a) put(r->o, "*%lld", st->a < 0 ? -(long long)st->a : (long long)st->a);
         put_str(r->o, rest || st->a ? ");\n" : ";\n");
     }
+}
+
+static void put_group(R *r, const IrNode *x, Unroll *un, const char *base, int own, int n, int level)
+{
+    const Kernel *k = r->k;
+    int v = x->var;
+    put_streams(r, un, base, level);
     r->un = un;
     if (un->chain) {
         for (IrRef s = x->child; s; s = k->nodes[s].next) {
@@ -1176,6 +1184,29 @@ static void put_copy(R *r, const IrNode *x, IrRef src, int level)
     put_str(r->o, "}\n");
 }
 
+/* What a planned loop computes once before it: the streams' rests, the hoisted values. */
+static void put_invariants(R *r, const Unroll *un, int level)
+{
+    const Kernel *k = r->k;
+    int v = un->v;
+    for (int i = 0; i < un->nst; i++) {
+        const Stream *st = &un->st[i];
+        if (st->rest != i) continue;
+        indent(r->o, level);
+        put(r->o, "const int64_t s%d_r%d = ", v, i);
+        put_rest_index(r->o, k->ex, st->index, v, st->k0);
+        put_str(r->o, ";\n");
+    }
+    for (int i = 0; i < un->nh; i++) { /* what the loop does not change, once */
+        const IrNode *h = &k->nodes[un->h[i]];
+        if (!render_dag_build(r, un->h[i], un->hs[i])) continue; /* planned: cannot fail */
+        indent(r->o, level);
+        put(r->o, "const %s s%d_h%d = ", render_dts[h->dtype].value, v, i);
+        render_put_value(r, un->h[i], un->hs[i], 0, 1); /* r->un unset: as the loop would write it */
+        put_str(r->o, ";\n");
+    }
+}
+
 /* Innermost loop x of the scalar dialect as planned (un_plan): rest's
  * values, whole groups, then the iterations left one by one. */
 static void put_unrolled(R *r, const IrNode *x, Unroll *un, int level)
@@ -1187,22 +1218,7 @@ static void put_unrolled(R *r, const IrNode *x, Unroll *un, int level)
     char base[32];
     indent(r->o, level);
     put(r->o, "{ /* s%d: %d iterations a group through pointers (scalar dialect) */\n", v, un->u);
-    for (int i = 0; i < un->nst; i++) {
-        const Stream *st = &un->st[i];
-        if (st->rest != i) continue;
-        indent(r->o, level + 1);
-        put(r->o, "const int64_t s%d_r%d = ", v, i);
-        put_rest_index(r->o, k->ex, st->index, v, st->k0);
-        put_str(r->o, ";\n");
-    }
-    for (int i = 0; i < un->nh; i++) { /* what the loop does not change, once */
-        const IrNode *h = &k->nodes[un->h[i]];
-        if (!render_dag_build(r, un->h[i], un->hs[i])) continue; /* planned: cannot fail */
-        indent(r->o, level + 1);
-        put(r->o, "const %s s%d_h%d = ", render_dts[h->dtype].value, v, i);
-        render_put_value(r, un->h[i], un->hs[i], 0, 1); /* r->un unset: as the loop would write it */
-        put_str(r->o, ";\n");
-    }
+    put_invariants(r, un, level + 1);
     if (un->u > 1) {
         indent(r->o, level + 1);
         put(r->o, "int64_t s%d_o = %s;\n", v, range ? "lo" : "0");
