@@ -24,6 +24,7 @@ int jit_tcc_available(void);
 #include <pthread.h>
 
 #include "../src/gemm_rt.h"
+#include "../src/vec_rt.h"
 
 static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -51,13 +52,29 @@ static void on_error(void *opaque, const char *msg)
 }
 
 /* The library functions generated code may call: the runtime GEMM (the
- * tcc dialect of targets/c/gemm.c calls it for every dot). */
+ * tcc dialect of targets/c/gemm.c calls it for every dot) and the vector
+ * helpers (the block form of targets/c/loop.c). */
+#define ADD_SYMBOL(s, fn)                                                                                              \
+    do {                                                                                                               \
+        void *p_;                                                                                                      \
+        __typeof__(&fn) f_ = fn;                                                                                       \
+        memcpy(&p_, &f_, sizeof p_); /* function to object pointer, as dlsym's results are used */                     \
+        tcc_add_symbol(s, #fn, p_);                                                                                    \
+    } while (0)
+
 static void add_symbols(TCCState *s)
 {
-    void (*gemm)(const KnRtGemm *) = kn_rt_gemm;
-    void *p;
-    memcpy(&p, &gemm, sizeof p); /* function to object pointer, as dlsym's results are used */
-    tcc_add_symbol(s, "kn_rt_gemm", p);
+    ADD_SYMBOL(s, kn_rt_gemm);
+    ADD_SYMBOL(s, kn_rt_vunary);
+    ADD_SYMBOL(s, kn_rt_vbinary);
+    ADD_SYMBOL(s, kn_rt_vcompare);
+    ADD_SYMBOL(s, kn_rt_vwhere);
+    ADD_SYMBOL(s, kn_rt_vmask);
+    ADD_SYMBOL(s, kn_rt_vnonzero);
+    ADD_SYMBOL(s, kn_rt_vfill);
+    ADD_SYMBOL(s, kn_rt_vcopy);
+    ADD_SYMBOL(s, kn_rt_vsum);
+    ADD_SYMBOL(s, kn_rt_vaccmax);
 }
 
 /* Compiles and relocates source; NULL with tcc's errors in why. Holds the lock. */

@@ -374,6 +374,14 @@ static void finish(Outs *o)
     }
     if (ok) run_with(PORT_TCC, NULL, o, g, &s, lk, nk, src, vals);
     if (ok) run_with(PORT_CC, NULL, o, g, &s, lk, nk, src, vals);
+    if (ok) { /* backend tcc's text, every loop that can through the vector helpers */
+        char *bsrc = malloc(c_render_blocks(cp, nc, 1, NULL, 0) + 1);
+        if (CHECK(bsrc != NULL)) {
+            c_render_blocks(cp, nc, 1, bsrc, c_render_blocks(cp, nc, 1, NULL, 0) + 1);
+            run_with(PORT_TCC, NULL, o, g, &s, lk, nk, bsrc, vals);
+        }
+        free(bsrc);
+    }
     /* the SIMD dialect of the loop-optimised kernels: parallel wherever
      * allowed, vector loops of width 4 (so 7 and 13 leave tails) */
     LoopOptions lo = {1, 4, 0, 0};
@@ -690,6 +698,14 @@ static void test_indexing(kn_ctx *ctx, kn_dtype dt)
 
 /* Parses text, renders it (in the SIMD dialect for isa, if not NULL),
  * compiles with how, runs it on bufs. */
+static int text_blocks; /* renders_with_shared renders backend tcc's text (c_render_blocks, C_BLOCKS_MIN) */
+static int blocks; /* run_ir_isa renders the scalar dialect with the block form (c_render_blocks) for any extent */
+
+static size_t render_one(const Kernel *kp, const CIsa *isa, char *src, size_t cap)
+{
+    return isa || !blocks ? c_render_isa(&kp, 1, isa, src, cap) : c_render_blocks(&kp, 1, 1, src, cap);
+}
+
 static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
@@ -703,9 +719,9 @@ static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
     int ok = EXPECT(ir_parse(&k, text, why, sizeof why) == 0 && ir_verify(ctx, &k) == 0, "%s %s", why,
                        kn_last_error(ctx));
     const Kernel *kp = &k;
-    size_t len = ok ? c_render_isa(&kp, 1, isa, NULL, 0) : 0;
+    size_t len = ok ? render_one(kp, isa, NULL, 0) : 0;
     char *src = ok ? malloc(len + 1) : NULL, flags[200];
-    if (src) c_render_isa(&kp, 1, isa, src, len + 1);
+    if (src) render_one(kp, isa, src, len + 1);
     if (isa) c_cc_flags(isa, flags, sizeof flags);
     PortModule *m = src ? port_jit(how, src, isa ? flags : NULL, why) : NULL;
     void *p = m ? port_jit_sym(m, k.name) : NULL;
@@ -1003,6 +1019,14 @@ static void test_loops(int how)
  * a load under a where that reads past its buffer (b1 ends at a guard page)
  * where the mask is false: it joins the pointer of an unconditional load of
  * the same buffer and is never made. */
+/* kn_rt_vsum's order: 8 lanes, then pairs of pairs */
+static float lane_sum(const float *a, int n)
+{
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < n; i++) s[i % 8] += a[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
 static void test_unrolled(int how)
 {
     static const char text[] =
@@ -1038,7 +1062,11 @@ static void test_unrolled(int how)
         for (int i = 0; i < 6; i++) {
             float a = 0;
             for (int j = 0; j < 13; j++) ok &= b0[i * 13 + j] == in[i * 16 + j + 2] * b3[i] + in[i * 16 - j + 14];
-            for (int j = 0; j < 11; j++) a = a + in[i * 8 + j * 2] * in[i * 8 + j * 2 + 1];
+            float p[11];
+            for (int j = 0; j < 11; j++) p[j] = in[i * 8 + j * 2] * in[i * 8 + j * 2 + 1];
+            if (blocks) a = lane_sum(p, 11); /* one block's sum (kn_rt_vsum) */
+            else
+                for (int j = 0; j < 11; j++) a = a + p[j];
             ok &= memcmp(&a, &b2[i], sizeof a) == 0;
         }
         for (int j = 0; j < 13; j++) ok &= b4[j] == in[j + 83] + (j < 12 ? in[j + 84] : 0.0f);
@@ -1185,6 +1213,83 @@ static void test_copies(int how)
     }
 }
 
+static int renders_blocks(const char *text, const char *want)
+{
+    text_blocks = 1;
+    int found = renders_with(NULL, text, want);
+    text_blocks = 0;
+    return found;
+}
+
+/* Backend tcc's block form (loop.c, put_blocks): loops of 200 iterations
+ * (three whole blocks and 8 left) and of 40 (one part of a block) through
+ * the vector helpers, the same bits as the scalar dialect's loops for max
+ * and min of NaN and zeros of either sign, where over NaN, compares and
+ * casts between f32 and bool, exp, division, a strided load and a strided
+ * store; a sum (in lanes, kn_rt_vsum) and a max (in order) of a row. A
+ * loop under C_BLOCKS_MIN, an index in a value, a load of a row that may
+ * leave its buffer under a where (a pad's) stay scalar. */
+static void test_blocks(void)
+{
+    static const char text[] =
+        "kernel blk(out b0 f32[200], in b1 f32[200], in b2 f32[200], out b3 bool[200], out b4 f32[400], "
+        "out b5 f32[200], out b6 f32[2], out b7 f32[40], in b8 f32[1])\n"
+        "  for s0 in 200\n"
+        "    b0[s0] = add(max(b1[s0], b2[s0]), mul(min(b1[s0], b2[s0]), b8[0]))\n"
+        "    b3[s0] = cmplt(b1[s0], b2[s0])\n"
+        "    b4[s0*2] = where(cmpeq(b1[s0], b2[s0]), div(b1[s0], b2[s0]), exp(b2[s0]))\n"
+        "    b4[s0*2+1] = add(cast.f32(cast.bool(b1[s0])), b1[199-s0])\n"
+        "  for s1 in 200\n"
+        "    b5[s1] = mul(cast.f32(b3[s1]), b0[s1])\n"
+        "  acc a0 f32 sum\n"
+        "  acc a1 f32 max\n"
+        "  for s2 in 200\n"
+        "    a0 += b2[s2]\n"
+        "    a1 max= b1[s2]\n"
+        "  b6[0] = a0\n"
+        "  b6[1] = a1\n"
+        "  for s3 in 40\n"
+        "    b7[s3] = where(cmplt(idx(s3), 39:i64), b1[s3+161], 0)\n";
+    CHECK(renders_blocks(text, "kn_rt_vbinary(16 /* max */, s0_w"));
+    CHECK(renders_blocks(text, "kn_rt_vcopy(s0_q"));           /* b4's strided store */
+    CHECK(renders_blocks(text, "a0 = a0 + kn_rt_vsum(s2_q"));
+    CHECK(renders_blocks(text, "a1 = kn_rt_vaccmax(a1, s2_q"));
+    CHECK(!renders_blocks(text, "s3_w"));                       /* idx(s3): scalar */
+    CHECK(!renders_with(NULL, text, "kn_rt_v"));                /* nor declared in the plain scalar dialect */
+    static const char pad[] = "kernel pad(out b0 f32[300], in b1 f32[290], in b2 bool[300])\n"
+                              "  for s0 in 300\n"
+                              "    b0[s0] = where(b2[s0], b1[s0], 0)\n";
+    CHECK(!renders_blocks(pad, "vector helpers"));
+    static const char shortl[] = "kernel sh(out b0 f32[20], in b1 f32[20])\n"
+                                 "  for s0 in 20\n"
+                                 "    b0[s0] = mul(b1[s0], b1[s0])\n";
+    CHECK(!renders_blocks(shortl, "vector helpers"));
+    static const float sp[] = {NAN, 0.0f, -0.0f, 0.0f, -0.0f, 1.5f, INFINITY, -INFINITY, 3.0f, 2.0f};
+    static const float sq[] = {1.0f, -0.0f, 0.0f, 0.0f, -0.0f, NAN, 2.0f, -INFINITY, 3.0f, -7.0f};
+    float in1[200], in2[200], scale = 0.75f, got[6][400], want[6][400];
+    uint8_t m[2][200];
+    for (int i = 0; i < 200; i++) {
+        in1[i] = i < 10 ? sp[i] : (float)((i * 37) % 23) / 7.0f - 1.5f;
+        in2[i] = i < 10 ? sq[i] : i % 17 == 0 ? in1[i] : (float)((i * 11) % 19) / 5.0f - 2.0f;
+    }
+    for (int w = 0; w < 2; w++) { /* 0: the scalar dialect, 1: blocks */
+        float(*o)[400] = w ? got : want;
+        void *bufs[10] = {o[0], in1, in2, m[w], o[1], o[2], o[3], o[4], &scale, NULL};
+        memset(o, 0, sizeof got);
+        blocks = w;
+        if (!run_ir(PORT_TCC, text, bufs)) return;
+        blocks = 0;
+    }
+    /* a NaN max or min makes: NAN, whose sign is TinyCC's (0.0f / 0.0f) in the scalar dialect's code */
+    CHECK(same_or_nan(got[0], want[0], 200) && memcmp(m[0], m[1], 200) == 0);
+    CHECK(same_or_nan(got[1], want[1], 400) && same_or_nan(got[2], want[2], 200));
+    CHECK(memcmp(got[4], want[4], 40 * sizeof(float)) == 0);
+    float lanes = 0;
+    for (int i = 0; i < 200; i += 64) lanes = lanes + lane_sum(in2 + i, 200 - i < 64 ? 200 - i : 64);
+    CHECK_MSG(isnan(lanes) ? isnan(got[3][0]) : memcmp(&lanes, &got[3][0], 4) == 0, "sum %g, want %g", got[3][0], lanes);
+    CHECK(isnan(got[3][1]) && isnan(want[3][1])); /* b1 holds a NaN: the max is NaN either way */
+}
+
 /* a[0, n) and b[0, n) have the same bits, or are both NaN: which NaN a sum of
  * two ends with is the compiler's choice (it may swap an add's operands) */
 static int same_or_nan(const float *a, const float *b, int n)
@@ -1328,9 +1433,10 @@ static int renders_with_shared(const CIsa *isa, const char *text, const char *wa
     int found = 0;
     if (EXPECT(ir_parse(&k, text, why, sizeof why) == 0, "%s", why)) {
         for (int b = 0; b < k.nbufs && b < 32; b++) k.bufs[b].shared = shared >> b & 1;
-        size_t len = c_render_isa(&kp, 1, isa, NULL, 0);
+        size_t len = text_blocks ? c_render_blocks(&kp, 1, C_BLOCKS_MIN, NULL, 0) : c_render_isa(&kp, 1, isa, NULL, 0);
         char *src = malloc(len + 1);
-        if (src) c_render_isa(&kp, 1, isa, src, len + 1);
+        if (src && text_blocks) c_render_blocks(&kp, 1, C_BLOCKS_MIN, src, len + 1);
+        else if (src) c_render_isa(&kp, 1, isa, src, len + 1);
         found = src && strstr(src, want) != NULL;
         free(src);
     }
@@ -1649,6 +1755,11 @@ int main(void)
         test_index(how), test_checks(how), test_loops(how), test_unrolled(how), test_hoisted(how), test_data_select(how),
             test_copies(how),
             test_math(how, NULL);
+    blocks = 1; /* again in backend tcc's form, every innermost loop that can through the vector helpers */
+    test_index(PORT_TCC), test_checks(PORT_TCC), test_loops(PORT_TCC), test_unrolled(PORT_TCC), test_hoisted(PORT_TCC),
+        test_data_select(PORT_TCC), test_copies(PORT_TCC), test_math(PORT_TCC, NULL);
+    blocks = 0;
+    test_blocks();
     test_math(PORT_CC, c_isa_host()); /* with its fused multiply-adds */
 #ifndef __wasi__
     if (port_jit_available(PORT_CC)) test_inlined(c_isa_host());

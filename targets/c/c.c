@@ -82,7 +82,12 @@ const Target kn_target_c = {
     .load = cc_load, .sym = sym, .unload = unload, .run = run, .render_dot = cc_dot, .cache_tag = cc_tag,
 };
 
+static size_t tcc_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
+{
+    return c_render_blocks(ks, nk, C_BLOCKS_MIN, buf, cap);
+}
+
 const Target kn_target_tcc = {
-    .name = "tcc", .available = tcc_available, .render = c_render,
+    .name = "tcc", .available = tcc_available, .render = tcc_render,
     .load = tcc_load, .sym = sym, .unload = unload, .run = run, .render_dot = tcc_dot,
 };

@@ -27,6 +27,7 @@
 
 #include "render_int.h"
 #include "../../src/loopopt.h" /* loopopt_range */
+#include "../../src/vec_rt.h"  /* KN_VBLOCK */
 
 static const char *const loop_kinds[] = {"serial", "parallel", "vector", "unroll", "gpu_block", "gpu_thread"};
 
@@ -1250,6 +1251,251 @@ static void put_unrolled(R *r, const IrNode *x, Unroll *un, int level)
     put_str(r->o, "}\n");
 }
 
+/* ---- blocks: backend tcc's innermost loops through the library's vector helpers ----
+ * An innermost loop of the scalar dialect planned as above (un_plan), of
+ * at least r->blocks iterations, whose every value is an f32 or bool the
+ * helpers of src/vec_rt.h compute, runs KN_VBLOCK iterations at a time: a
+ * helper call per value and statement on a block of its elements, which
+ * the library's compiler vectorised, where TinyCC's own code takes an
+ * element at a time through memory (the cnn's training step under tcc:
+ * a ReLU's backward where, Adam's update). The values of a block are
+ * computed in statement order, each before the first statement that needs
+ * it, so a body that reads an element another of its statements wrote
+ * (an in-place update) reads it as the scalar loop does, as long as it is
+ * the same element: the vector loops of the SIMD dialect assume as much.
+ * Every value is computed for every element, whatever a where picks, so
+ * every load must be safe (Access.safe); pointwise results are the scalar
+ * dialect's bits (vec_rt.h), sums are added in lanes. */
+#define BLK_VALUES 40 /* values of one loop's blocks, each a block of stack at most */
+
+enum { BV_STREAM, BV_FILL, BV_TEMP };
+
+typedef struct {
+    IrRef ref, user;
+    uint8_t kind, dt; /* BV_*; KN_F32 or KN_BOOL */
+    int stream;       /* BV_STREAM: its stream, the element off from the pointer, every stride-th */
+    int64_t off, stride;
+    int done;         /* put_blocks: computed in the block being written */
+} BVal;
+
+typedef struct {
+    BVal v[BLK_VALUES];
+    int n;
+} Blk;
+
+static int bv_add(Blk *bk, IrRef ref, IrRef user, int kind, int dt)
+{
+    if (bk->n == BLK_VALUES) return -1;
+    BVal *b = &bk->v[bk->n];
+    memset(b, 0, sizeof *b);
+    b->ref = ref, b->user = user, b->kind = (uint8_t)kind, b->dt = (uint8_t)dt, b->stream = -1;
+    return bk->n++;
+}
+
+/* The stream access of buffer buf at index as a value of dtype dt: its BVal, or -1. */
+static int bv_access(const R *r, Blk *bk, const Unroll *un, int buf, ExprId index, IrRef ref, IrRef user)
+{
+    Access *c = un_find((Unroll *)un, buf, index);
+    if (!c || c->stream < 0 || !c->safe || buf < 0 || buf >= r->k->nbufs) return -1;
+    const Stream *st = &un->st[c->stream];
+    int dt = r->k->bufs[buf].dtype;
+    if ((dt != KN_F32 && dt != KN_BOOL) || st->a == 0) return -1;
+    int i = bv_add(bk, ref, user, BV_STREAM, dt);
+    if (i >= 0) bk->v[i].stream = c->stream, bk->v[i].off = c->k - st->k0, bk->v[i].stride = st->a;
+    return i;
+}
+
+/* Value ref (used by user) as a BVal of the plan, its operands first: its number, or -1 when the helpers
+ * cannot compute it. */
+static int bv_of(const R *r, Blk *bk, const Unroll *un, IrRef ref, IrRef user, int depth)
+{
+    const IrNode *x = value_at(r->k, ref, user);
+    if (!x || depth > IR_MAX_DEPTH) return -1;
+    for (int i = 0; i < bk->n; i++)
+        if (bk->v[i].ref == ref) return i;
+    if (un_hoisted(un, ref) >= 0 || x->kind == IR_CONST) /* the same every iteration: a block filled once */
+        return x->dtype == KN_F32 ? bv_add(bk, ref, user, BV_FILL, KN_F32) : -1;
+    if (x->kind == IR_LOAD)
+        return !x->a && x->dtype == r->k->bufs[x->buf].dtype ? bv_access(r, bk, un, x->buf, x->index, ref, user) : -1;
+    if (x->kind != IR_OP) return -1; /* an index, an accumulator the loop updates, rand, a check */
+    int a[3], n = nops(x);
+    for (int i = 0; i < n; i++)
+        if ((a[i] = bv_of(r, bk, un, operand(x, i), ref, depth + 1)) < 0) return -1;
+    kn_dtype d0 = (kn_dtype)bk->v[a[0]].dt, dl = (kn_dtype)bk->v[a[n - 1]].dt;
+    switch (x->op) {
+    case OP_CAST:
+        if (x->dtype == d0) return a[0]; /* (float) of a float */
+        return (x->dtype == KN_F32 && d0 == KN_BOOL) || (x->dtype == KN_BOOL && d0 == KN_F32)
+                   ? bv_add(bk, ref, user, BV_TEMP, x->dtype) : -1;
+    case OP_CMPLT:
+    case OP_CMPEQ: return d0 == KN_F32 && dl == KN_F32 ? bv_add(bk, ref, user, BV_TEMP, KN_BOOL) : -1;
+    case OP_WHERE:
+        return x->dtype == KN_F32 && d0 == KN_BOOL && bk->v[a[1]].dt == KN_F32 && dl == KN_F32
+                   ? bv_add(bk, ref, user, BV_TEMP, KN_F32) : -1;
+    default:
+        if (x->dtype != KN_F32 || d0 != KN_F32 || dl != KN_F32) return -1;
+        if ((x->op >= OP_NEG && x->op <= OP_FLOOR) || (x->op >= OP_ADD && x->op <= OP_POW))
+            return bv_add(bk, ref, user, BV_TEMP, KN_F32);
+        return -1;
+    }
+}
+
+/* Plans loop x (planned by un_plan) as blocks: 1, or 0 to write it otherwise. */
+static int blk_plan(R *r, const IrNode *x, const Unroll *un, Blk *bk)
+{
+    const Kernel *k = r->k;
+    int64_t e;
+    bk->n = 0;
+    if (!r->blocks || un->need_v || un->decl) return 0;
+    if (x->var != r->range && (!expr_as_const(k->ex, x->index, &e) || e < r->blocks)) return 0;
+    for (IrRef s = x->child; s; s = k->nodes[s].next) {
+        const IrNode *y = stmt_at(r, s);
+        int v = y ? bv_of(r, bk, un, y->a, s, 0) : -1;
+        if (v < 0) return 0;
+        if (y->kind == IR_STORE) {
+            int at = y->b || y->op ? -1 : bv_access(r, bk, un, y->buf, y->index, 0, 0);
+            if (at < 0 || bk->v[at].dt != bk->v[v].dt) return 0;
+            if (bk->v[v].dt == KN_BOOL && bk->v[v].kind == BV_STREAM) return 0; /* stored as read: not normalised */
+            bk->n--; /* the store's own place is no value: named again when written */
+        } else if (y->kind != IR_UPDATE || bk->v[v].dt != KN_F32 || (y->op != OP_SUM && y->op != OP_RMAX)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void put_bptr(R *r, const Unroll *un, const BVal *b)
+{
+    put(r->o, "s%d_q%d", un->v, b->stream);
+    if (b->off) put(r->o, " %c %lld", b->off < 0 ? '-' : '+', (long long)(b->off < 0 ? -b->off : b->off));
+}
+
+/* Value i's block as an operand: its block of the stack, or where its stream points */
+static void put_bval(R *r, const Unroll *un, const Blk *bk, int i)
+{
+    const BVal *b = &bk->v[i];
+    if (b->kind == BV_STREAM && b->stride == 1) put_bptr(r, un, b);
+    else put(r->o, "s%d_w%d", un->v, i);
+}
+
+/* The BVal of value ref, through casts of a float to its own dtype; -1 if none. */
+static int bv_find(const R *r, const Blk *bk, IrRef ref, IrRef user)
+{
+    for (int depth = 0; depth <= IR_MAX_DEPTH; depth++) {
+        for (int i = 0; i < bk->n; i++)
+            if (bk->v[i].ref == ref) return i;
+        const IrNode *x = value_at(r->k, ref, user);
+        if (!x || x->kind != IR_OP || x->op != OP_CAST) return -1;
+        user = ref, ref = x->a;
+    }
+    return -1;
+}
+
+/* The calls that compute value i in the block, the values it needs first. */
+static void put_bcalls(R *r, const Unroll *un, Blk *bk, int i, int level)
+{
+    BVal *b = &bk->v[i];
+    const IrNode *x = &r->k->nodes[b->ref];
+    int v = un->v, ops[3] = {0, 0, 0};
+    if (b->done || b->kind == BV_FILL || (b->kind == BV_STREAM && b->stride == 1)) return;
+    b->done = 1;
+    if (b->kind == BV_STREAM) { /* a strided load: gathered */
+        indent(r->o, level);
+        put(r->o, "kn_rt_vcopy(s%d_w%d, 1, ", v, i);
+        put_bptr(r, un, b);
+        put(r->o, ", %lld, s%d_n, %d);\n", (long long)b->stride, v, b->dt == KN_F32 ? 4 : 1);
+        return;
+    }
+    for (int j = 0; j < nops(x); j++) {
+        ops[j] = bv_find(r, bk, operand(x, j), b->ref);
+        if (ops[j] < 0) ops[j] = i; /* planned: cannot happen */
+        if (ops[j] != i) put_bcalls(r, un, bk, ops[j], level);
+    }
+    const char *fn = x->op == OP_CAST                        ? (b->dt == KN_F32 ? "vmask" : "vnonzero")
+                     : x->op == OP_WHERE                     ? "vwhere"
+                     : x->op == OP_CMPLT || x->op == OP_CMPEQ ? "vcompare"
+                     : nops(x) == 1                          ? "vunary"
+                                                             : "vbinary";
+    indent(r->o, level);
+    put(r->o, "kn_rt_%s(", fn);
+    if (x->op != OP_CAST && x->op != OP_WHERE) put(r->o, "%d /* %s */, ", (int)x->op, kn_opinfo[x->op].name);
+    put(r->o, "s%d_w%d", v, i);
+    for (int j = 0; j < nops(x); j++) put_str(r->o, ", "), put_bval(r, un, bk, ops[j]);
+    put(r->o, ", s%d_n);\n", v);
+}
+
+/* Loop x as blocks (blk_plan): the invariants, the filled blocks, then a block at a time. */
+static void put_blocks(R *r, const IrNode *x, const Unroll *un, Blk *bk, int level)
+{
+    const Kernel *k = r->k;
+    int v = x->var, range = x->var == r->range;
+    char base[32];
+    indent(r->o, level);
+    put(r->o, "{ /* s%d: blocks of %d through the library's vector helpers (src/vec_rt.h) */\n", v, KN_VBLOCK);
+    put_invariants(r, un, level + 1);
+    for (int i = 0; i < bk->n; i++) {
+        const BVal *b = &bk->v[i];
+        if (b->kind == BV_STREAM && b->stride == 1) continue;
+        indent(r->o, level + 1);
+        put(r->o, "%s s%d_w%d[%d];\n", b->dt == KN_F32 ? "float" : "uint8_t", v, i, KN_VBLOCK);
+    }
+    for (int i = 0; i < bk->n; i++) {
+        const BVal *b = &bk->v[i];
+        int h = un_hoisted(un, b->ref);
+        if (b->kind != BV_FILL) continue;
+        indent(r->o, level + 1);
+        put(r->o, "kn_rt_vfill(s%d_w%d, ", v, i);
+        if (h >= 0) put(r->o, "s%d_h%d", v, h);
+        else render_put_value(r, b->ref, b->user, 0, 1);
+        put(r->o, ", %d);\n", KN_VBLOCK);
+    }
+    indent(r->o, level + 1);
+    put(r->o, "for (int64_t s%d_o = %s; s%d_o < ", v, range ? "lo" : "0", v);
+    if (range) put_str(r->o, "hi");
+    else render_put_index(r->o, k->ex, x->index, 1);
+    put(r->o, "; s%d_o += %d) {\n", v, KN_VBLOCK);
+    indent(r->o, level + 2);
+    put(r->o, "const int64_t s%d_n = ", v);
+    for (int twice = 0; twice < 2; twice++) {
+        if (range) put_str(r->o, "hi");
+        else render_put_index(r->o, k->ex, x->index, 1);
+        if (twice) put(r->o, " - s%d_o : %d;\n", v, KN_VBLOCK);
+        else put(r->o, " - s%d_o < %d ? ", v, KN_VBLOCK);
+    }
+    snprintf(base, sizeof base, "s%d_o", v);
+    put_streams(r, un, base, level + 2);
+    for (int i = 0; i < bk->n; i++) bk->v[i].done = 0;
+    for (IrRef s = x->child; s; s = k->nodes[s].next) {
+        const IrNode *y = &k->nodes[s];
+        int i = bv_find(r, bk, y->a, s);
+        if (i < 0) continue; /* planned: cannot happen */
+        put_bcalls(r, un, bk, i, level + 2);
+        indent(r->o, level + 2);
+        if (y->kind == IR_STORE) {
+            Access *c = un_find((Unroll *)un, y->buf, y->index);
+            BVal at = {0};
+            at.stream = c->stream, at.off = c->k - un->st[c->stream].k0;
+            put_str(r->o, "kn_rt_vcopy(");
+            put_bptr(r, un, &at);
+            put(r->o, ", %lld, ", (long long)un->st[c->stream].a);
+            put_bval(r, un, bk, i);
+            put(r->o, ", 1, s%d_n, %d);\n", v, bk->v[i].dt == KN_F32 ? 4 : 1);
+        } else if (y->op == OP_SUM) {
+            put(r->o, "a%d = a%d + kn_rt_vsum(", (int)y->var, (int)y->var);
+            put_bval(r, un, bk, i);
+            put(r->o, ", s%d_n);\n", v);
+        } else {
+            put(r->o, "a%d = kn_rt_vaccmax(a%d, ", (int)y->var, (int)y->var);
+            put_bval(r, un, bk, i);
+            put(r->o, ", s%d_n);\n", v);
+        }
+    }
+    indent(r->o, level + 1);
+    put_str(r->o, "}\n");
+    indent(r->o, level);
+    put_str(r->o, "}\n");
+}
+
 void loop_put_loop(R *r, const IrNode *x, int level)
 {
     int accs[MAX_LANE_ACCS], na = -1;
@@ -1264,7 +1510,9 @@ void loop_put_loop(R *r, const IrNode *x, int level)
         return;
     }
     if (!r->isa && !r->un && level <= IR_MAX_NEST && innermost(r, x) && un_plan(r, x, &un)) {
-        put_unrolled(r, x, &un, level);
+        Blk bk;
+        if (blk_plan(r, x, &un, &bk)) put_blocks(r, x, &un, &bk, level);
+        else put_unrolled(r, x, &un, level);
         return;
     }
     if (r->isa && x->dtype == LOOP_VECTOR && r->lane < 0 && level <= IR_MAX_NEST) na = lane_accs(r, x, accs);

@@ -970,7 +970,20 @@ static void put_kernel(R *r)
     put_str(r->o, "}\n");
 }
 
-static size_t render(const Kernel *const *ks, int nk, const CIsa *isa, char *buf, size_t cap)
+/* The library's vector helpers (src/vec_rt.h), as the block form of loop.c calls them */
+static const char blocks_decl[] =
+    "int kn_rt_vunary(int op, float *d, const float *a, int64_t n);\n"
+    "int kn_rt_vbinary(int op, float *d, const float *a, const float *b, int64_t n);\n"
+    "int kn_rt_vcompare(int op, uint8_t *d, const float *a, const float *b, int64_t n);\n"
+    "void kn_rt_vwhere(float *d, const uint8_t *c, const float *a, const float *b, int64_t n);\n"
+    "void kn_rt_vmask(float *d, const uint8_t *c, int64_t n);\n"
+    "void kn_rt_vnonzero(uint8_t *d, const float *a, int64_t n);\n"
+    "void kn_rt_vfill(float *d, float v, int64_t n);\n"
+    "void kn_rt_vcopy(void *d, int64_t ds, const void *s, int64_t ss, int64_t n, int size);\n"
+    "float kn_rt_vsum(const float *a, int64_t n);\n"
+    "float kn_rt_vaccmax(float acc, const float *a, int64_t n);\n";
+
+static size_t render(const Kernel *const *ks, int nk, const CIsa *isa, int blocks, char *buf, size_t cap)
 {
     Dag dag; /* 32 KiB */
     Out o = {buf, buf ? cap : 0, 0};
@@ -980,9 +993,11 @@ static size_t render(const Kernel *const *ks, int nk, const CIsa *isa, char *buf
     r.d = &dag;
     r.isa = isa;
     r.lane = r.range = r.stream = -1;
+    r.blocks = isa ? 0 : blocks;
     if (isa) put(&o, "/* SIMD dialect for %s */\n%s%s", isa->name, isa->header, prelude_simd);
     for (size_t i = 0; i < prelude_nparts; i++) put_str(&o, prelude_parts[i]);
     put_str(&o, prelude_threads);
+    if (r.blocks) put_str(&o, blocks_decl);
     for (int i = 0; i < nk; i++) {
         r.k = ks[i];
         put_str(&o, PORT_PART); /* cc may compile each kernel apart from the others (port.h) */
@@ -992,9 +1007,14 @@ static size_t render(const Kernel *const *ks, int nk, const CIsa *isa, char *buf
     return o.len;
 }
 
-size_t c_render(const Kernel *const *ks, int nk, char *buf, size_t cap) { return render(ks, nk, NULL, buf, cap); }
+size_t c_render(const Kernel *const *ks, int nk, char *buf, size_t cap) { return render(ks, nk, NULL, 0, buf, cap); }
+
+size_t c_render_blocks(const Kernel *const *ks, int nk, int min, char *buf, size_t cap)
+{
+    return render(ks, nk, NULL, min > 0 ? min : 1, buf, cap);
+}
 
 size_t c_render_isa(const Kernel *const *ks, int nk, const CIsa *isa, char *buf, size_t cap)
 {
-    return render(ks, nk, isa, buf, cap);
+    return render(ks, nk, isa, 0, buf, cap);
 }

@@ -66,6 +66,14 @@ size_t c_cc_flags(const CIsa *isa, char *buf, size_t cap);
  * including the NUL and returns the length the whole text needs. buf may be
  * NULL when cap is 0. Every kernel that ir_verify accepts renders. */
 size_t c_render(const Kernel *const *ks, int nk, char *buf, size_t cap);
+/* The scalar dialect for TinyCC in this process, whose innermost loops of
+ * min or more iterations (a thread's range of a flat parallel loop, always)
+ * call the library's vector helpers (src/vec_rt.h) on blocks of their
+ * elements where every value is one those compute (f32, and bool masks):
+ * the unit links only where those symbols are given (port/jit_tcc.c).
+ * Results as the scalar dialect's, but for float sums, added in lanes. */
+#define C_BLOCKS_MIN 32 /* the tcc target's min: a shorter loop spends more in calls than TinyCC's copies do */
+size_t c_render_blocks(const Kernel *const *ks, int nk, int min, char *buf, size_t cap);
 /* The same kernels in the SIMD dialect for isa (cc -std=gnu99 with
  * isa->flags; TinyCC compiles it too, serially): vector loops are marked
  * for the vectoriser and accumulate in lanes (so float sums differ from the

@@ -127,6 +127,8 @@ typedef struct {
     int un_u;
     int tsuffix;      /* temporaries are named t<N>_<un_u>: the copies of a chain of updates (put_chain) */
     IrRef chain;      /* the update statement whose accumulator %a is the chain of copies before un_u */
+    int blocks;       /* > 0: innermost loops of this many iterations or more may call the library's vector
+                         helpers (loop.c, put_blocks: backend tcc's code runs in this process) */
 } R;
 
 #define MAX_BUFS 256 /* buffers whose use is tracked; beyond, all count as used */
