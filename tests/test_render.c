@@ -1260,6 +1260,10 @@ static void test_blocks(void)
                               "  for s0 in 300\n"
                               "    b0[s0] = where(b2[s0], b1[s0], 0)\n";
     CHECK(!renders_blocks(pad, "vector helpers"));
+    static const char self[] = "kernel self(out b0 f32[300])\n" /* reads what it stores: in order, one at a time */
+                               "  for s0 in 299\n"
+                               "    b0[s0+1] = add(b0[s0], 1)\n";
+    CHECK(!renders_blocks(self, "vector helpers"));
     static const char shortl[] = "kernel sh(out b0 f32[20], in b1 f32[20])\n"
                                  "  for s0 in 20\n"
                                  "    b0[s0] = mul(b1[s0], b1[s0])\n";

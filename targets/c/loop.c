@@ -1315,8 +1315,11 @@ static int bv_of(const R *r, Blk *bk, const Unroll *un, IrRef ref, IrRef user, i
         if (bk->v[i].ref == ref) return i;
     if (un_hoisted(un, ref) >= 0 || x->kind == IR_CONST) /* the same every iteration: a block filled once */
         return x->dtype == KN_F32 ? bv_add(bk, ref, user, BV_FILL, KN_F32) : -1;
-    if (x->kind == IR_LOAD)
-        return !x->a && x->dtype == r->k->bufs[x->buf].dtype ? bv_access(r, bk, un, x->buf, x->index, ref, user) : -1;
+    if (x->kind == IR_LOAD) /* not of a buffer the body stores: a block reads ahead of the stores before it */
+        return !x->a && x->buf >= 0 && x->buf < r->k->nbufs && x->buf < MAX_BUFS && !un->stored[x->buf] &&
+                       x->dtype == r->k->bufs[x->buf].dtype
+                   ? bv_access(r, bk, un, x->buf, x->index, ref, user)
+                   : -1;
     if (x->kind != IR_OP) return -1; /* an index, an accumulator the loop updates, rand, a check */
     int a[3], n = nops(x);
     for (int i = 0; i < n; i++)
