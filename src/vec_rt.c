@@ -95,23 +95,21 @@ DEFINE_VEC(avx2, __attribute__((target("avx2"))))
 DEFINE_VEC(avx512, __attribute__((target("avx512f,avx512bw"))))
 #endif
 
+#ifdef VEC_X86
 /* 2 avx512f+bw, 1 avx2, 0 the baseline; found once (a race writes the same value) */
 static int isa(void)
 {
     static int found = -1;
     if (found < 0) {
         int f = 0;
-#ifdef VEC_X86
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) f = 2;
         else if (__builtin_cpu_supports("avx2")) f = 1;
-#endif
         found = f;
     }
     return found;
 }
 
-#ifdef VEC_X86
 #define PICK(fn, ...) (isa() == 2 ? fn##_avx512(__VA_ARGS__) : isa() == 1 ? fn##_avx2(__VA_ARGS__) : fn##_base(__VA_ARGS__))
 #else
 #define PICK(fn, ...) fn##_base(__VA_ARGS__)
