@@ -1292,7 +1292,8 @@ static int bv_add(Blk *bk, IrRef ref, IrRef user, int kind, int dt)
     return bk->n++;
 }
 
-/* The stream access of buffer buf at index as a value of dtype dt: its BVal, or -1. */
+/* The access of buffer buf at index through its stream, as a BVal (a load ref, or a store's place):
+ * its number, or -1 when it has no stream, may fault (not safe), or is of a dtype the helpers lack. */
 static int bv_access(const R *r, Blk *bk, const Unroll *un, int buf, ExprId index, IrRef ref, IrRef user)
 {
     Access *c = un_find((Unroll *)un, buf, index);
