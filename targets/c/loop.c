@@ -1281,6 +1281,9 @@ typedef struct {
 typedef struct {
     BVal v[BLK_VALUES];
     int n;
+    int val[BLK_VALUES]; /* statement i of the body (in order): its value's BVal */
+    BVal place[BLK_VALUES]; /* and, a store, the place it writes (its stream, offset, stride) */
+    int nst;
 } Blk;
 
 static int bv_add(Blk *bk, IrRef ref, IrRef user, int kind, int dt)
@@ -1292,18 +1295,18 @@ static int bv_add(Blk *bk, IrRef ref, IrRef user, int kind, int dt)
     return bk->n++;
 }
 
-/* The access of buffer buf at index through its stream, as a BVal (a load ref, or a store's place):
- * its number, or -1 when it has no stream, may fault (not safe), or is of a dtype the helpers lack. */
-static int bv_access(const R *r, Blk *bk, const Unroll *un, int buf, ExprId index, IrRef ref, IrRef user)
+/* The access of buffer buf at index through its stream, into b's stream, off, stride and dt (a load's
+ * value, or a store's place): 1, or 0 when it has no stream, may fault (not safe), or is of a dtype the
+ * helpers lack. */
+static int bv_stream(const R *r, const Unroll *un, int buf, ExprId index, BVal *b)
 {
     Access *c = un_find((Unroll *)un, buf, index);
-    if (!c || c->stream < 0 || !c->safe || buf < 0 || buf >= r->k->nbufs) return -1;
+    if (!c || c->stream < 0 || !c->safe || buf < 0 || buf >= r->k->nbufs) return 0;
     const Stream *st = &un->st[c->stream];
     int dt = r->k->bufs[buf].dtype;
-    if ((dt != KN_F32 && dt != KN_BOOL) || st->a == 0) return -1;
-    int i = bv_add(bk, ref, user, BV_STREAM, dt);
-    if (i >= 0) bk->v[i].stream = c->stream, bk->v[i].off = c->k - st->k0, bk->v[i].stride = st->a;
-    return i;
+    if ((dt != KN_F32 && dt != KN_BOOL) || st->a == 0) return 0;
+    b->stream = c->stream, b->off = c->k - st->k0, b->stride = st->a, b->dt = (uint8_t)dt;
+    return 1;
 }
 
 /* Value ref (used by user) as a BVal of the plan, its operands first: its number, or -1 when the helpers
@@ -1316,11 +1319,15 @@ static int bv_of(const R *r, Blk *bk, const Unroll *un, IrRef ref, IrRef user, i
         if (bk->v[i].ref == ref) return i;
     if (un_hoisted(un, ref) >= 0 || x->kind == IR_CONST) /* the same every iteration: a block filled once */
         return x->dtype == KN_F32 ? bv_add(bk, ref, user, BV_FILL, KN_F32) : -1;
-    if (x->kind == IR_LOAD) /* not of a buffer the body stores: a block reads ahead of the stores before it */
-        return !x->a && x->buf >= 0 && x->buf < r->k->nbufs && x->buf < MAX_BUFS && !un->stored[x->buf] &&
-                       x->dtype == r->k->bufs[x->buf].dtype
-                   ? bv_access(r, bk, un, x->buf, x->index, ref, user)
-                   : -1;
+    if (x->kind == IR_LOAD) { /* not of a buffer the body stores: a block reads ahead of the stores before it */
+        BVal at;
+        if (x->a || x->buf < 0 || x->buf >= r->k->nbufs || x->buf >= MAX_BUFS || un->stored[x->buf] ||
+            x->dtype != r->k->bufs[x->buf].dtype || !bv_stream(r, un, x->buf, x->index, &at))
+            return -1;
+        int i = bv_add(bk, ref, user, BV_STREAM, at.dt);
+        if (i >= 0) bk->v[i].stream = at.stream, bk->v[i].off = at.off, bk->v[i].stride = at.stride;
+        return i;
+    }
     if (x->kind != IR_OP) return -1; /* an index, an accumulator the loop updates, rand, a check */
     int a[3], n = nops(x);
     for (int i = 0; i < n; i++)
@@ -1349,18 +1356,18 @@ static int blk_plan(R *r, const IrNode *x, const Unroll *un, Blk *bk)
 {
     const Kernel *k = r->k;
     int64_t e;
-    bk->n = 0;
+    bk->n = bk->nst = 0;
     if (!r->blocks || un->need_v || un->decl) return 0;
     if (x->var != r->range && (!expr_as_const(k->ex, x->index, &e) || e < r->blocks)) return 0;
     for (IrRef s = x->child; s; s = k->nodes[s].next) {
         const IrNode *y = stmt_at(r, s);
-        int v = y ? bv_of(r, bk, un, y->a, s, 0) : -1;
+        int v = y && bk->nst < BLK_VALUES ? bv_of(r, bk, un, y->a, s, 0) : -1;
         if (v < 0) return 0;
+        BVal *at = &bk->place[bk->nst];
+        bk->val[bk->nst++] = v;
         if (y->kind == IR_STORE) {
-            int at = y->b || y->op ? -1 : bv_access(r, bk, un, y->buf, y->index, 0, 0);
-            if (at < 0 || bk->v[at].dt != bk->v[v].dt) return 0;
+            if (y->b || y->op || !bv_stream(r, un, y->buf, y->index, at) || at->dt != bk->v[v].dt) return 0;
             if (bk->v[v].dt == KN_BOOL && bk->v[v].kind == BV_STREAM) return 0; /* stored as read: not normalised */
-            bk->n--; /* the store's own place is no value: named again when written */
         } else if (y->kind != IR_UPDATE || bk->v[v].dt != KN_F32 || (y->op != OP_SUM && y->op != OP_RMAX)) {
             return 0;
         }
@@ -1469,19 +1476,16 @@ static void put_blocks(R *r, const IrNode *x, const Unroll *un, Blk *bk, int lev
     snprintf(base, sizeof base, "s%d_o", v);
     put_streams(r, un, base, level + 2);
     for (int i = 0; i < bk->n; i++) bk->v[i].done = 0;
-    for (IrRef s = x->child; s; s = k->nodes[s].next) {
+    int j = 0;
+    for (IrRef s = x->child; s && j < bk->nst; s = k->nodes[s].next, j++) {
         const IrNode *y = &k->nodes[s];
-        int i = bv_find(r, bk, y->a, s);
-        if (i < 0) continue; /* planned: cannot happen */
+        int i = bk->val[j];
         put_bcalls(r, un, bk, i, level + 2);
         indent(r->o, level + 2);
         if (y->kind == IR_STORE) {
-            Access *c = un_find((Unroll *)un, y->buf, y->index);
-            BVal at = {0};
-            at.stream = c->stream, at.off = c->k - un->st[c->stream].k0;
             put_str(r->o, "kn_rt_vcopy(");
-            put_bptr(r, un, &at);
-            put(r->o, ", %lld, ", (long long)un->st[c->stream].a);
+            put_bptr(r, un, &bk->place[j]);
+            put(r->o, ", %lld, ", (long long)bk->place[j].stride);
             put_bval(r, un, bk, i);
             put(r->o, ", 1, s%d_n, %d);\n", v, bk->v[i].dt == KN_F32 ? 4 : 1);
         } else if (y->op == OP_SUM) {
