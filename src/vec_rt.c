@@ -117,41 +117,21 @@ static int isa(void)
 
 int kn_rt_vunary(int op, float *d, const float *a, int64_t n)
 {
-    float *restrict o = d;
     switch (op) { /* libm: as TinyCC's code calls it (prelude.c maps kn_expf ... to expf ...) */
-    case OP_EXP: for (int64_t i = 0; i < n; i++) o[i] = expf(a[i]); return 0;
-    case OP_LOG: for (int64_t i = 0; i < n; i++) o[i] = logf(a[i]); return 0;
-    case OP_SIN: for (int64_t i = 0; i < n; i++) o[i] = sinf(a[i]); return 0;
-    case OP_COS: for (int64_t i = 0; i < n; i++) o[i] = cosf(a[i]); return 0;
-    case OP_TANH: for (int64_t i = 0; i < n; i++) o[i] = tanhf(a[i]); return 0;
-    case OP_ERF: for (int64_t i = 0; i < n; i++) o[i] = erff(a[i]); return 0;
-    default: break;
+    case OP_EXP: for (int64_t i = 0; i < n; i++) d[i] = expf(a[i]); return 0;
+    case OP_LOG: for (int64_t i = 0; i < n; i++) d[i] = logf(a[i]); return 0;
+    case OP_SIN: for (int64_t i = 0; i < n; i++) d[i] = sinf(a[i]); return 0;
+    case OP_COS: for (int64_t i = 0; i < n; i++) d[i] = cosf(a[i]); return 0;
+    case OP_TANH: for (int64_t i = 0; i < n; i++) d[i] = tanhf(a[i]); return 0;
+    case OP_ERF: for (int64_t i = 0; i < n; i++) d[i] = erff(a[i]); return 0;
+    default: return PICK(unary, op, d, a, n);
     }
-    if (d == a) { /* in place: through a copy, as the copies' loops are restrict */
-        float t[KN_VBLOCK];
-        for (int64_t i = 0; i < n; i += KN_VBLOCK) {
-            int64_t m = n - i < KN_VBLOCK ? n - i : KN_VBLOCK;
-            memcpy(t, a + i, (size_t)m * sizeof *t);
-            if (PICK(unary, op, d + i, t, m)) return -1;
-        }
-        return 0;
-    }
-    return PICK(unary, op, d, a, n);
 }
 
 int kn_rt_vbinary(int op, float *d, const float *a, const float *b, int64_t n)
 {
     if (op == OP_POW) {
         for (int64_t i = 0; i < n; i++) d[i] = powf(a[i], b[i]);
-        return 0;
-    }
-    if (d == a || d == b) {
-        float t[KN_VBLOCK];
-        for (int64_t i = 0; i < n; i += KN_VBLOCK) {
-            int64_t m = n - i < KN_VBLOCK ? n - i : KN_VBLOCK;
-            memcpy(t, d + i, (size_t)m * sizeof *t);
-            if (PICK(binary, op, d + i, d == a ? t : a + i, d == b ? t : b + i, m)) return -1;
-        }
         return 0;
     }
     return PICK(binary, op, d, a, b, n);
@@ -164,10 +144,6 @@ int kn_rt_vcompare(int op, uint8_t *d, const float *a, const float *b, int64_t n
 
 void kn_rt_vwhere(float *d, const uint8_t *c, const float *a, const float *b, int64_t n)
 {
-    if (d == a || d == b) {
-        for (int64_t i = 0; i < n; i++) d[i] = c[i] ? a[i] : b[i];
-        return;
-    }
     PICK(where, d, c, a, b, n);
 }
 
@@ -183,7 +159,7 @@ void kn_rt_vfill(float *d, float v, int64_t n)
 void kn_rt_vcopy(void *d, int64_t ds, const void *s, int64_t ss, int64_t n, int size)
 {
     if (ds == 1 && ss == 1) {
-        memmove(d, s, (size_t)n * (size_t)size);
+        memcpy(d, s, (size_t)n * (size_t)size);
         return;
     }
     if (size == 4) {

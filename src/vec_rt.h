@@ -13,13 +13,16 @@
  * Each result is what the scalar dialect of targets/c/render.c computes
  * for the element under TinyCC, bit for bit: one IEEE operation per call
  * (no contraction), max and min with its NaN rules, the libm function
- * TinyCC's code calls for exp, log, tanh, erf, sin, cos, pow. Sums are the
- * exception: kn_rt_vsum adds in 8 lanes, so a reduction differs from the
- * scalar loop's by rounding (as the SIMD dialect's lanes do).
+ * TinyCC's code calls for exp, log, tanh, erf, sin, cos, pow. Two
+ * exceptions: kn_rt_vsum adds in 8 lanes, so a reduction differs from the
+ * scalar loop's by rounding (as the SIMD dialect's lanes do); and the NaN a
+ * max or min makes is this compiler's NAN, whose sign may differ from
+ * TinyCC's (0.0f / 0.0f): NaN either way.
  *
  * op is the primitive's number (src/ops.h); an op a function does not know
- * leaves d unchanged and returns -1 (renderers never pass one). d may be
- * one of the inputs; runs otherwise do not overlap. n >= 0.
+ * leaves d unchanged and returns -1 (renderers never pass one). Runs do not
+ * overlap. n >= 0. Generated code declares these itself (targets/c/render.c,
+ * blocks_decl): change the two together.
  */
 #ifndef KN_VEC_RT_H
 #define KN_VEC_RT_H

@@ -71,7 +71,8 @@ size_t c_render(const Kernel *const *ks, int nk, char *buf, size_t cap);
  * call the library's vector helpers (src/vec_rt.h) on blocks of their
  * elements where every value is one those compute (f32, and bool masks):
  * the unit links only where those symbols are given (port/jit_tcc.c).
- * Results as the scalar dialect's, but for float sums, added in lanes. */
+ * Results as the scalar dialect's, but for float sums, added in lanes, and
+ * the sign of the NaN a max or min makes (vec_rt.h). */
 #define C_BLOCKS_MIN 32 /* the tcc target's min: a shorter loop spends more in calls than TinyCC's copies do */
 size_t c_render_blocks(const Kernel *const *ks, int nk, int min, char *buf, size_t cap);
 /* The same kernels in the SIMD dialect for isa (cc -std=gnu99 with
