@@ -375,11 +375,10 @@ static void finish(Outs *o)
     if (ok) run_with(PORT_TCC, NULL, o, g, &s, lk, nk, src, vals);
     if (ok) run_with(PORT_CC, NULL, o, g, &s, lk, nk, src, vals);
     if (ok) { /* backend tcc's text, every loop that can through the vector helpers */
-        char *bsrc = malloc(c_render_blocks(cp, nc, 1, NULL, 0) + 1);
-        if (CHECK(bsrc != NULL)) {
-            c_render_blocks(cp, nc, 1, bsrc, c_render_blocks(cp, nc, 1, NULL, 0) + 1);
+        size_t len = c_render_blocks(cp, nc, 1, NULL, 0);
+        char *bsrc = malloc(len + 1);
+        if (CHECK(bsrc && c_render_blocks(cp, nc, 1, bsrc, len + 1) == len && strlen(bsrc) == len))
             run_with(PORT_TCC, NULL, o, g, &s, lk, nk, bsrc, vals);
-        }
         free(bsrc);
     }
     /* the SIMD dialect of the loop-optimised kernels: parallel wherever
