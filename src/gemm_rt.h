@@ -58,6 +58,13 @@ typedef struct KnRtGemm {
 /* bytes of work that g (with its threads) uses, 64 of them for alignment */
 size_t kn_rt_gemm_work(const KnRtGemm *g);
 void kn_rt_gemm(const KnRtGemm *g);
+/* The same product where B is a 3x3, stride-1, dilation-1 window (win, batch 1, f32), by Winograd
+ * F(4x4, 3x3) (src/wino_rt.c): U, V and M in work, which must hold kn_rt_wino_work(g) bytes. Where
+ * that is 0 (another window, f64, act GELU, fewer output columns than channels in: F(4x4, 3x3) would
+ * not pay) or work is short, kn_rt_wino computes the product as kn_rt_gemm does. Within some ten
+ * times kn_rt_gemm's rounding error, not bit for bit; the same C on any number of threads. */
+size_t kn_rt_wino_work(const KnRtGemm *g);
+void kn_rt_wino(const KnRtGemm *g);
 /* For tests: the best copy of the micro-kernel calls may pick, 0 the baseline, 1 AVX2, 2 AVX-512 (the
  * default; a copy the CPU lacks is never picked); returns the cap before. Not for concurrent use with
  * calls: it is the one static the GEMM reads. */

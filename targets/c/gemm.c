@@ -195,10 +195,11 @@ static void render_runtime(GemmOut *o, const GemmSpec *s)
            "    int64_t sa_b, sa_m, sa_k;\n    int64_t sb_b, sb_k, sb_n;\n    int dtype, act;\n"
            "    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);\n    int threads;\n"
            "    void *work;\n    size_t work_bytes;\n    const int64_t *win;\n} KnRtGemm;\n"
-           "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; } KnRtPar; "
-           "/* KnParallel */\n"
+           "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; "
+           "void *(*scratch)(void *, size_t); void *owner; } KnRtPar; /* KnParallel */\n"
            "typedef void (*KnRtEpi)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n"
-           "void kn_rt_gemm(const KnRtGemm *g);\n#endif\n");
+           "void kn_rt_gemm(const KnRtGemm *g);\nsize_t kn_rt_wino_work(const KnRtGemm *g);\n"
+           "void kn_rt_wino(const KnRtGemm *g);\n#endif\n");
     if (s->epilogue) gemm_put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
     gemm_put(o, "void %s(void **b)\n{\n    KnRtGemm g;\n    const KnRtPar *par = (const KnRtPar *)b[4];\n", n);
     if (s->win.on) {
@@ -214,7 +215,12 @@ static void render_runtime(GemmOut *o, const GemmSpec *s)
     gemm_put(o, "    g.sb_b = %lld, g.sb_k = %lld, g.sb_n = %lld;\n", (ll)s->sb_b, (ll)s->sb_k, (ll)s->sb_n);
     gemm_put(o, "    g.dtype = %d, g.act = %d;\n", s->dtype, s->act);
     gemm_put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
-    gemm_put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s;\n    kn_rt_gemm(&g);\n", s->win.on ? "win" : "0");
+    gemm_put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s;\n", s->win.on ? "win" : "0");
+    if (s->wino) /* F(4x4, 3x3) in the scratch b[4] lends (kn_rt_wino computes directly without it) */
+        gemm_put(o, "    g.work_bytes = kn_rt_wino_work(&g);\n"
+               "    if (g.work_bytes && par && par->scratch) g.work = par->scratch(par->owner, g.work_bytes);\n"
+               "    kn_rt_wino(&g);\n");
+    else gemm_put(o, "    kn_rt_gemm(&g);\n");
     if (s->epilogue)
         gemm_put(o, "    {\n        KnRtEpi epi = b[6] ? (KnRtEpi)b[6] : %s;\n        int64_t t;\n"
                "        for (t = 0; t < %lld; t++) epi((void **)b[5], t, 0, %lld, 0, %lld);\n    }\n",

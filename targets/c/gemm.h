@@ -54,7 +54,9 @@
  *   system compiler), so the unit must be linked against the library
  *   (port/jit_tcc.c gives libtcc the symbol). Threads through b[4], as
  *   GEMM_SIMD; the epilogue runs once per batch index on the whole of C,
- *   after the product. Reentrant: scratch is on the stack.
+ *   after the product. Reentrant: scratch is on the stack, but for a
+ *   spec.wino unit's, which calls kn_rt_wino (Winograd F(4x4, 3x3)) with
+ *   the scratch b[4] lends.
  * - GEMM_SIMD_HOST: GEMM_SIMD with only the copy this machine runs best
  *   (chosen when rendering): a third of the text, so a third of the
  *   compile, for code compiled where it runs (backend c's JIT; its cache
@@ -151,7 +153,9 @@ void gemm_put_act(GemmOut *o, const GemmSpec *s, const char *x);
  * by Winograd F(2x2, 3x3) (wino.c: the same entry NAME(b), b[0..6] as
  * above; epilogue called on each output channel's run of columns, t 0;
  * a batched GEMM unit NAME_wg of the dialect inside; no NAME_isa);
- * GEMM_SCALAR and GEMM_RUNTIME compute the product directly. A spec with
+ * GEMM_RUNTIME calls the library's F(4x4, 3x3) (src/wino_rt.c), which
+ * computes directly where it would not pay; GEMM_SCALAR computes the
+ * product directly. A spec with
  * wino but not wino_valid (3x3 stride-1 dilation-1 forward window, batch
  * 1) is invalid.
  *
