@@ -59,7 +59,8 @@ typedef struct KnRtGemm {
 size_t kn_rt_gemm_work(const KnRtGemm *g);
 void kn_rt_gemm(const KnRtGemm *g);
 /* The same product where B is a 3x3, stride-1, dilation-1 window (win, batch 1, f32), by Winograd
- * F(4x4, 3x3) (src/wino_rt.c): U, V and M in work, which must hold kn_rt_wino_work(g) bytes. Where
+ * F(4x4, 3x3) (src/wino_rt.c): U, V and M in work, which must hold kn_rt_wino_work(g) bytes (for g's
+ * threads: each task has its own V and M). Where
  * that is 0 (another window, f64, act GELU, fewer output columns than channels in: F(4x4, 3x3) would
  * not pay) or work is short, kn_rt_wino computes the product as kn_rt_gemm does. Within some ten
  * times kn_rt_gemm's rounding error, not bit for bit; the same C on any number of threads. */

@@ -392,6 +392,7 @@ static void test_wino(void)
         for (int64_t e = 0; e < nx; e++) x[e] = (float)rnd();
         write_window(&c, win, x);
         c.g.B = x, c.g.win = win, c.g.sb_b = c.g.sb_k = c.g.sb_n = 0;
+        c.g.parallel_for = port_parallel_for, c.g.threads = 3; /* the most work: each task has its V and M */
         size_t need = kn_rt_wino_work(&c.g), bytes = (size_t)(M * N) * sizeof(float);
         CHECK_MSG(need > 0, "wino %zu: kn_rt_wino_work is 0, so it would compute directly", i);
         void *work = malloc(need), *one = malloc(bytes);
@@ -408,8 +409,8 @@ static void test_wino(void)
             double d = fabs(((float *)c.g.C)[e] - c.ref[e]) / ((9 * ch + 2) * 0x1p-24 * c.mag[e] + 1e-300);
             worst_all = d > worst_all ? d : worst_all;
         }
-        c.g.work_bytes = need - 1; /* short: computed directly */
         c.g.parallel_for = NULL, c.g.threads = 1;
+        c.g.work_bytes = kn_rt_wino_work(&c.g) - 1; /* short: computed directly */
         CHECK(case_run(&c, "wino, work short"));
         memcpy(one, c.g.C, bytes);
         c.fn = kn_rt_gemm, c.g.work = NULL, c.g.work_bytes = 0;
