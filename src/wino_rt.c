@@ -7,7 +7,7 @@
  *
  *   U[xi][c][k] = (G g G^T)[xi]       g: the 3x3 weights A[k][c*9 ..]
  *   V[xi][c][t] = (B^T d B)[xi]       d: the 6x6 input patch of tile t
- *   M[xi] = U[xi]^T . V[xi]           36 GEMMs (kn_rt_gemm, one batch)
+ *   M[xi] = U[xi]^T . V[xi]           36 GEMMs
  *   C[k][4x4 of t] = A^T M[..][k][t] A
  *
  * with
@@ -18,12 +18,16 @@
  * Tiles (a ceil(OH/4) x ceil(OW/4) grid per image; patches read the padding
  * and what lies past the input as zeros, outputs past OH, OW are dropped) are
  * numbered across all images and taken in chunks, so that V and M of a chunk
- * stay near 2 MB. U is computed first, its output channels split among the
+ * stay within L2. U is computed first, its output channels split among the
  * tasks (parallel_for); then each task takes whole chunks, input transform,
  * GEMMs and output transform on one thread in V and M of its own. Each
  * transform is two passes of the 1-D one on vectors of L tiles (the weights':
- * of L output channels). On x86-64 there are three copies of them (SSE2,
- * AVX2, AVX-512), picked per call by CPU detection as in vec_rt.c.
+ * of L output channels). U is written in panels of MR output channels and V
+ * in panels of L tiles, the operands of the GEMMs' kernel as they are, so
+ * nothing is packed (kn_rt_gemm here, repacking U for every chunk, made the
+ * GEMMs of a 64 -> 64 channel convolution half its time). On x86-64 there
+ * are three copies of all this (SSE2, AVX2, AVX-512), picked per call by CPU
+ * detection as in vec_rt.c.
  *
  * Error: the transforms' coefficients reach 8 and 1/24, so the rounding
  * error exceeds the direct product's (tests/test_gemm_rt.c measures it
@@ -31,7 +35,7 @@
  * f32 Winograd is F(4x4, 3x3) too.
  *
  * Scratch: U, and V and M per task, live in g->work (kn_rt_wino_work bytes,
- * which depend on the threads); the GEMM inside packs on the stack. Where
+ * which depend on the threads). Where
  * F(4x4, 3x3) does not pay or cannot run (see kn_rt_wino_work), the product
  * is computed directly by kn_rt_gemm.
  */
@@ -46,8 +50,10 @@
 
 typedef ptrdiff_t Ix;
 
-enum { L = 16, MAXT = 16, MAXW = 1024 /* a tile row's input columns, at most */ };
-#define CHUNK_ELEMS (1LL << 19) /* V (or M) of a chunk at most, in elements: 2 MB of f32 */
+/* L: lanes of a vector (tiles of a V panel); MR: output channels of a U panel; MAXW: a tile row's input
+ * columns, at most; TBMAX: a chunk's tiles, at most */
+enum { L = 16, MR = 8 /* products() names its accumulators */, MAXT = 16, MAXW = 1024, TBMAX = 256 };
+#define CHUNK_ELEMS (1LL << 17) /* V and M of a task's chunk at most, in elements: 512 KB of f32, in L2 */
 
 /* The window (KnRtGemm.win, 19 numbers) by name, as in gemm_rt.c */
 enum { W_T, W_N, W_C, W_H, W_W, W_KH, W_KW, W_OH, W_OW, W_SH, W_SW, W_DH, W_DW, W_PH, W_PW, W_SXN, W_SXC, W_SXH, W_SXW };
@@ -57,10 +63,11 @@ typedef struct {
     const KnRtGemm *g;
     Ix C, K, N, h, w, oh, ow, ph, pw, sxn, sxc, sxh, sxw;
     Ix th, tw, tiles; /* tile grid of an image; tiles of all images */
-    Ix tb;            /* tiles a chunk holds (a multiple of L): V's row length */
-    Ix su, sv;        /* U's and V's planes apart, in elements: a multiple of L, and not of 1024 */
-    Ix chunks;        /* of tb tiles (the last fewer), a multiple of tasks */
-    float *U, *V, *M; /* [36][C][K]; then each task's [36][C][tb] and [36][K][tb] */
+    Ix tb;            /* tiles a chunk holds (a multiple of L): M's row length */
+    Ix kp;            /* K rounded up to whole panels of MR */
+    Ix su, sv, sm;    /* U's, V's and M's planes apart, in elements: multiples of L, not of 1024 */
+    Ix chunks;        /* of tb tiles (the last fewer) */
+    float *U, *V, *M; /* U [36][kp / MR][C][MR]; each task's V [36][tb / L][C][L] and M [36][K][tb] */
     Ix t0, nt;        /* the chunk in hand: its first tile, its tiles */
     int tasks;
 } Job;
@@ -86,14 +93,16 @@ static int geometry(const KnRtGemm *g, Job *j)
     if (4 * j->tw + 2 > MAXW) return 0;
     j->tasks = g->parallel_for && g->threads > 1 ? (g->threads < MAXT ? g->threads : MAXT) : 1;
     if (j->tasks > cdiv(j->tiles, L)) j->tasks = (int)cdiv(j->tiles, L);
-    Ix most = CHUNK_ELEMS / (36 * (j->C > j->K ? j->C : j->K)) / L * L;
-    if (most < L) most = L;
-    j->chunks = cdiv(cdiv(j->tiles, most), j->tasks) * j->tasks;
-    j->tb = cdiv(cdiv(j->tiles, j->chunks), L) * L; /* balanced chunks */
+    /* chunks within L2 where the tiles go round the tasks more than once; no more chunks than tasks
+     * where that would not fill L lanes (each chunk's GEMMs read all of U) */
+    Ix most = CHUNK_ELEMS / (36 * (j->C + j->K)) / L * L, fair = cdiv(cdiv(j->tiles, j->tasks), L) * L;
+    most = most < L ? L : most > TBMAX ? TBMAX : most;
+    j->tb = most < fair ? most : fair > TBMAX ? TBMAX : fair;
     j->chunks = cdiv(j->tiles, j->tb);
+    j->kp = cdiv(j->K, MR) * MR;
     /* planes a power of two apart share their cache sets: the weights' pass, which writes 36 of them
      * a row at a time, took 3 ms for 256 -> 256 channels (their stores the half of it) */
-    j->su = cdiv(j->C * j->K, L) * L + L, j->sv = j->C * j->tb + L;
+    j->su = j->kp * j->C + L, j->sv = j->C * j->tb + L, j->sm = j->K * j->tb + L;
     return 1;
 }
 
@@ -102,7 +111,7 @@ static int geometry(const KnRtGemm *g, Job *j)
 static Ix scratch_floats(const Job *j, Ix *nu, Ix *nv)
 {
     *nu = 36 * j->su, *nv = 36 * j->sv;
-    return *nu + j->tasks * (*nv + 36 * j->K * j->tb + L);
+    return *nu + j->tasks * (*nv + 36 * j->sm);
 }
 
 size_t kn_rt_wino_work(const KnRtGemm *g)
@@ -172,13 +181,11 @@ INLINE void weights(const Job *j, Ix k0, Ix k1)
             }
             for (int e = 0; e < 3; e++) g6(fv + e, 3, p + e, 3); /* G g: p[3 i + e] */
             for (int i = 0; i < 6; i++) g6(p + 3 * i, 1, uv + 6 * i, 1); /* (G g) G^T: uv[6 i + x] */
-            for (int xi = 0; xi < 36; xi++) {
-                float *to = j->U + xi * j->su + c * j->K + k;
-                if (n == L) ST(to, uv[xi]);
-                else {
-                    ST(u, uv[xi]);
-                    memcpy(to, u, (size_t)n * sizeof *u);
-                }
+            for (int xi = 0; xi < 36; xi++) { /* lanes l into panel (k + l) / MR, row c, at (k + l) % MR */
+                ST(u, uv[xi]);
+                for (int l = n; l < L; l++) u[l] = 0; /* the padding of the last panel */
+                for (int l = 0; l < L && k + l < j->kp; l += MR)
+                    memcpy(j->U + xi * j->su + ((k + l) / MR * j->C + c) * MR, u + l, MR * sizeof *u);
             }
         }
 }
@@ -208,34 +215,33 @@ INLINE void tile_rows(const Job *j, Ix c, Ix r, float *rows, Ix width)
 }
 
 /* V of the chunk for input channels [c0, c1), in two passes per channel (as backend c's F(2x2, 3x3),
- * targets/c/wino.c): the patches first, element (e, k) of each tile into V's plane 6 e + k (from the
- * rows of the tile's tile row: a run of strided copies per element and tile row); then B^T d B in
- * place, L tiles at a time in vectors (zeros in the lanes past the chunk's tiles) */
+ * targets/c/wino.c): the patches first, element (e, k) of each tile into row 6 e + k of v (from the
+ * rows of the tile's tile row: a run of strided copies per element and tile row); then B^T d B, L
+ * tiles at a time in vectors (zeros in the lanes past the chunk's tiles), each into its panel of V */
 INLINE void input(const Job *j, Ix c0, Ix c1)
 {
-    float rows[6 * MAXW];
-    Ix width = 4 * j->tw + 2, end = cdiv(j->nt, L) * L;
+    float rows[6 * MAXW], v[36 * TBMAX];
+    Ix width = 4 * j->tw + 2, end = cdiv(j->nt, L) * L, sv = TBMAX;
     VF d[36], p[36];
     for (Ix c = c0; c < c1; c++) {
-        float *v = j->V + c * j->tb;
         for (Ix t = 0, n; t < j->nt; t += n) { /* the chunk's part of one tile row: tiles [x0, x0 + n) */
             Ix tt = j->t0 + t, x0 = tt % j->tw;
             n = j->tw - x0 < j->nt - t ? j->tw - x0 : j->nt - t;
             tile_rows(j, c, tt / j->tw, rows, width);
             for (int e = 0; e < 6; e++) { /* the six elements of a tile's row e, tile by tile */
                 const float *src = rows + e * width + 4 * x0;
-                float *dst = v + 6 * e * j->sv + t;
+                float *dst = v + 6 * e * sv + t;
                 for (Ix x = 0; x < n; x++, src += 4)
-                    for (int k = 0; k < 6; k++) dst[k * j->sv + x] = src[k];
+                    for (int k = 0; k < 6; k++) dst[k * sv + x] = src[k];
             }
         }
         for (int i = 0; i < 36; i++)
-            for (Ix t = j->nt; t < end; t++) v[i * j->sv + t] = 0;
+            for (Ix t = j->nt; t < end; t++) v[i * sv + t] = 0;
         for (Ix t = 0; t < end; t += L) {
-            for (int i = 0; i < 36; i++) LD(d[i], v + i * j->sv + t);
+            for (int i = 0; i < 36; i++) LD(d[i], v + i * sv + t);
             for (int e = 0; e < 6; e++) bt6(d + 6 * e, 1, p + 6 * e, 1); /* d B, row e */
             for (int k = 0; k < 6; k++) bt6(p + k, 6, d + k, 6);         /* B^T (d B), column k */
-            for (int i = 0; i < 36; i++) ST(v + i * j->sv + t, d[i]);
+            for (int i = 0; i < 36; i++) ST(j->V + i * j->sv + (t / L * j->C + c) * L, d[i]);
         }
     }
 }
@@ -248,18 +254,15 @@ INLINE void output(const Job *j, Ix k0, Ix k1)
     const KnRtGemm *g = j->g;
     const float *bias = g->bias;
     VF m[36], q[24], y[16];
-    Ix ms = j->K * j->nt;
+    Ix ms = j->sm;
     int plain = !bias && g->act == GEMM_ACT_NONE;
     for (Ix k = k0; k < k1; k++) {
-        float *mk = j->M + k * j->nt;
+        float *mk = j->M + k * j->tb;
         for (Ix t = 0; t < j->nt; t += L) {
             for (int i = 0; i < 36; i++) LD(m[i], mk + i * ms + t);
             for (int e = 0; e < 6; e++) at6(m + 6 * e, 1, q + 4 * e, 1); /* M A, row e */
             for (int b = 0; b < 4; b++) at6(q + b, 4, y + b, 4);       /* A^T (M A), column b */
-            if (j->nt - t >= L)
-                for (int i = 0; i < 16; i++) ST(mk + i * ms + t, y[i]);
-            else /* lanes past the chunk's tiles: the next channel's row */
-                for (int i = 0; i < 16; i++) memcpy(mk + i * ms + t, &y[i], (size_t)(j->nt - t) * sizeof(float));
+            for (int i = 0; i < 16; i++) ST(mk + i * ms + t, y[i]);
         }
         for (Ix t = 0, n; t < j->nt; t += n) { /* the chunk's part of one tile row: tiles [x0, x0 + n) */
             Ix tt = j->t0 + t, r = tt / j->tw, x0 = tt % j->tw, nn = r / j->th, ty = r % j->th;
@@ -290,20 +293,40 @@ INLINE void output(const Job *j, Ix k0, Ix k1)
     }
 }
 
-/* Chunk t0 of tiles, whole, on one thread: its V, the 36 GEMMs (kn_rt_gemm, one thread), its C. The
- * passes of a chunk split among tasks (by channel in, tile, channel out) moved V and M from core to
- * core at every pass: two threads ran ResNet-18's 64 -> 64 channel convolution no faster than one. */
+/* M = U^T V of the chunk, plane by plane: for each panel of L tiles and MR output channels, MR x L
+ * sums over the channels in, in MR vectors (U and V already in panels: nothing to pack). Multiply,
+ * then add, as the rest of this file (on the 2-core Zen 4, whose adds have pipes of their own, as
+ * fast as a fused multiply-add here). */
+INLINE void products(const Job *j)
+{
+    Ix panels = cdiv(j->nt, L), C = j->C;
+    for (int xi = 0; xi < 36; xi++)
+        for (Ix tp = 0; tp < panels; tp++) {
+            const float *v = j->V + xi * j->sv + tp * C * L;
+            for (Ix k = 0; k < j->K; k += MR) {
+                const float *u = j->U + xi * j->su + k * C;
+                /* eight named accumulators: an array of them, its loop not unrolled at -O2, lived in memory */
+                VF a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0}, x;
+                for (Ix c = 0; c < C; c++, u += MR) {
+                    LD(x, v + c * L);
+                    a0 += x * u[0], a1 += x * u[1], a2 += x * u[2], a3 += x * u[3];
+                    a4 += x * u[4], a5 += x * u[5], a6 += x * u[6], a7 += x * u[7];
+                }
+                VF acc[MR] = {a0, a1, a2, a3, a4, a5, a6, a7};
+                float *out = j->M + xi * j->sm + k * j->tb + tp * L;
+                for (int r = 0; r < MR && k + r < j->K; r++) ST(out + r * j->tb, acc[r]);
+            }
+        }
+}
+
+/* Chunk t0 of tiles, whole, on one thread: its V, M and C. (The passes of a chunk split among tasks,
+ * by channel in, tile, channel out, moved V and M from core to core at every pass: two threads ran
+ * ResNet-18's 64 -> 64 channel convolution no faster than one.) */
 INLINE void chunk(Job *j, Ix t0)
 {
     j->t0 = t0, j->nt = j->tiles - t0 < j->tb ? j->tiles - t0 : j->tb;
     input(j, 0, j->C);
-    KnRtGemm m;
-    memset(&m, 0, sizeof m);
-    m.dtype = GEMM_F32, m.act = GEMM_ACT_NONE, m.batch = 36, m.M = j->K, m.N = j->nt, m.K = j->C;
-    m.A = j->U, m.sa_b = j->su, m.sa_m = 1, m.sa_k = j->K; /* U[xi][c][k] as (K, C) */
-    m.B = j->V, m.sb_b = j->sv, m.sb_k = j->tb, m.sb_n = 1;
-    m.C = j->M;
-    kn_rt_gemm(&m);
+    products(j);
     output(j, 0, j->K);
 }
 
@@ -319,7 +342,7 @@ INLINE void chunk(Job *j, Ix t0)
     ATTR static void chunks_##sfx(void *arg, int i)                                                                    \
     {                                                                                                                  \
         Job j = *(const Job *)arg;                                                                                     \
-        j.V += i * (36 * j.sv + 36 * j.K * j.tb + L), j.M = j.V + 36 * j.sv;                                           \
+        j.V += i * (36 * j.sv + 36 * j.sm), j.M = j.V + 36 * j.sv;                                           \
         for (Ix c = i; c < j.chunks; c += j.tasks) chunk(&j, c * j.tb);                                                \
     }
 
