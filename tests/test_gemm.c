@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "../port/port.h"
+#include "../src/gemm_rt.h"
 #include "../targets/c/gemm.h"
 #include "test.h"
 
@@ -404,7 +405,7 @@ static void keep_case(int dialect, int dt, int64_t batch, int64_t M, int64_t N, 
             memcpy(B0, c.B, (size_t)c.nb * es);
             for (int64_t i = 0; i < c.nb; i++) set(c.B, dt, i, 1e30); /* b[7] is B now */
             for (int th = 1; th <= 2; th++) {
-                KnParallel par = {port_parallel_for, th, NULL, NULL};
+                KnParallel par = {port_parallel_for, th, NULL, NULL, NULL, NULL};
                 port_set_threads(th);
                 case_bufs(&c, bufs);
                 bufs[4] = &par, bufs[7] = kept;
@@ -442,7 +443,7 @@ static void runtime_case(Case *c)
     if (m && CHECK(p != NULL)) {
         size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
         void *Cg1 = malloc(bytes);
-        KnParallel par = {port_parallel_for, 2, NULL, NULL};
+        KnParallel par = {port_parallel_for, 2, NULL, NULL, NULL, NULL};
         memcpy(&f, &p, sizeof p);
         f(case_bufs(c, bufs));
         case_check(c, "runtime/tcc");
@@ -577,7 +578,7 @@ static void ukeep_check(Case *cs, PortModule *m, Kern f, const void *Cg1, size_t
         memcpy(A0, cs->A, (size_t)cs->na * es);
         for (int64_t i = 0; i < cs->na; i++) set(cs->A, cs->s.dtype, i, 1e30); /* b[7] is the weights now */
         for (int th = 1; th <= 2; th++) {
-            KnParallel par = {counted_for, th, NULL, NULL};
+            KnParallel par = {counted_for, th, NULL, NULL, NULL, NULL};
             port_set_threads(th);
             case_bufs(cs, bufs);
             bufs[4] = &par, bufs[7] = kept;
@@ -624,7 +625,7 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
             if (Cg1) memcpy(Cg1, cs.Cg, bytes);
             for (int th = 1; th <= 3 && Cg1; th++)
                 for (int lent = th == 1; lent < 2; lent++) { /* U, V and M in its own scratch, or lent */
-                    KnParallel par = {counted_for, th, lent ? lend : NULL, &lender};
+                    KnParallel par = {counted_for, th, lent ? lend : NULL, &lender, NULL, NULL};
                     int asks = lender.asks;
                     port_set_threads(th);
                     case_bufs(&cs, bufs);
@@ -660,6 +661,65 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
     case_free(&cs);
 }
 
+/* spec.wino 2 (the library's F(4x4, 3x3), src/wino_rt.c) in GEMM_SIMD_HOST: the unit calls what b[4]
+ * lends (KnParallel.wino), in scratch from the lender (NaN bytes at every ask, one ask a call), on one
+ * thread and 3 tasks with the same C bitwise; with b[4] NULL, or a KnParallel lending no wino, its
+ * scalar product (NAME_direct) instead, asking for nothing; within the reference's tolerance each time,
+ * the epilogue run as the runtime dialect runs it. */
+static int lib_wino_runs;
+static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t M, int bias, int act,
+                          int epi)
+{
+    Case cs;
+    int64_t batch, N, K;
+    void *bufs[8];
+    char why[256];
+    win_geometry(0, n, 1, c, h, w, 3, 3, 1, 1, pad, pad, 1, 1, &batch, &N, &K);
+    case_init(&cs, GEMM_F32, batch, M, N, K, (int)(M % 2), 0, bias, act);
+    memset(&g_win, 0, sizeof g_win);
+    if (epi) case_epilogue(&cs);
+    cs.s.wino = 2;
+    char *src = with_epilogue(&cs, render(&cs.s, GEMM_SIMD_HOST));
+    CHECK(src && strstr(src, "kn_rt_wino, lent") != NULL);
+    PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+    CHECK_MSG(m != NULL, "cc library winograd: %s", src ? why : "render");
+    void *p = m ? port_jit_sym(m, "kgemm") : NULL;
+    size_t bytes = (size_t)(cs.nc + 2 * GUARD) * 4;
+    void *Cg1 = malloc(bytes);
+    if (m && CHECK(p != NULL) && Cg1) {
+        Kern f;
+        memcpy(&f, &p, sizeof p);
+        KnParallel none = {counted_for, 2, lend, &lender, NULL, NULL};
+        for (int i = 0; i < 2; i++) { /* nothing lent, then no wino lent: the scalar product */
+            int asks = lender.asks;
+            case_bufs(&cs, bufs);
+            bufs[4] = i ? &none : NULL;
+            f(bufs);
+            case_check(&cs, i ? "library winograd, none lent" : "library winograd, b[4] NULL");
+            CHECK(lender.asks == asks);
+        }
+        for (int th = 1; th <= 3; th += 2) {
+            KnParallel par = {counted_for, th, lend, &lender, kn_rt_wino, kn_rt_wino_work};
+            int asks = lender.asks;
+            port_set_threads(th);
+            case_bufs(&cs, bufs);
+            bufs[4] = &par;
+            f(bufs);
+            case_check(&cs, "library winograd");
+            CHECK_MSG(lender.asks - asks == 1, "library winograd, %d threads: %d asks for scratch (kn_rt_wino "
+                      "declined?)", th, lender.asks - asks);
+            if (th == 1) memcpy(Cg1, cs.Cg, bytes);
+            else CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "library winograd: C on 3 tasks differs from one thread's");
+            lib_wino_runs++;
+        }
+        port_set_threads(0);
+    }
+    free(Cg1);
+    port_jit_free(m);
+    free(src);
+    case_free(&cs);
+}
+
 static void test_render_api(void)
 {
     GemmSpec s = {"g", GEMM_F32, 1, 4, 4, 4, 16, 4, 1, 16, 4, 1, 0, GEMM_ACT_NONE, NULL, 0, 0, {0}, 0, 0, 0};
@@ -678,6 +738,9 @@ static void test_render_api(void)
     s.ukeep = 1; /* the weights' transform kept: only with wino */
     CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) == 0);
     s.ukeep = 0;
+    s.wino = 3; /* 0, 1 or 2 */
+    CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) == 0);
+    s.wino = 0;
     s.bkeep = 1; /* B kept packed: one strided B for every batch index */
     CHECK(gemm_render(&s, GEMM_SIMD, NULL, 0) > n);
     s.batch = 2;
@@ -796,6 +859,11 @@ int main(void)
             wino_case(GEMM_F32, 1, 3, 3, 3, 0, 2, 0, GEMM_ACT_NONE, 0);    /* one output */
             wino_case(GEMM_F32, 2, 9, 32, 32, 1, 18, 1, GEMM_ACT_RELU, 0); /* 16 tiles a row: a vector each */
             wino_case(GEMM_F64, 3, 17, 6, 7, 1, 21, 1, GEMM_ACT_NONE, 1);
+            /* n, c, h, w, pad, M (channels out), bias, act, epilogue */
+            lib_wino_case(1, 17, 9, 11, 1, 19, 0, GEMM_ACT_NONE, 0);
+            lib_wino_case(3, 5, 7, 5, 0, 33, 1, GEMM_ACT_RELU, 1);
+            lib_wino_case(2, 40, 16, 16, 1, 24, 0, GEMM_ACT_NONE, 1);
+            CHECK(lib_wino_runs == 6);
             printf("gemm: winograd %d units run, %d runs with the weights' transform kept\n", wino_cases, ukeep_runs);
             printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
                    "%d of them with A packed once, shared, %d by rows\n",

@@ -19,12 +19,13 @@
  *              next call rewrites the same storage in place
  *
  * The same cases run on a small CNN, conv2d(relu(conv2d(x, W1, b1)), W2, b2),
- * x (2, 32, 12, 12), W1 (32, 32, 3, 3), W2 (8, 32, 3, 3), padding 1: the
- * first convolution is one Winograd F(2x2, 3x3) can take on backend c
- * (compile.c's wino_pays: 32 channels, 288 columns), whose unit keeps W1's
- * transform across calls (GemmSpec.ukeep, NAME_upack). At x (1, 32, 8, 8) (64
- * columns) Winograd pays only with the transform kept: inference takes it,
- * a compiled training step of the same CNN must compute directly.
+ * x (2, 64, 5, 5), W1 (64, 64, 3, 3), W2 (8, 64, 3, 3), padding 1: the first
+ * convolution is one Winograd F(2x2, 3x3) takes on backend c with its weights'
+ * transform kept (compile.c's wino_pays: 64 channels, 50 columns; fewer
+ * columns than channels, which the library's F(4x4, 3x3) declines), whose
+ * unit keeps W1's transform across calls (GemmSpec.ukeep, NAME_upack), and
+ * which a compiled training step of the same CNN must compute directly. At x
+ * (1, 64, 7, 7) (49 columns) likewise.
  *
  * With backend c (where the unit has NAME_bpack, or NAME_upack) the log must
  * show a weight kept packed (for the CNN: W1's Winograd transform kept, which
@@ -37,7 +38,7 @@
 #include "test.h"
 
 enum { B = 128, IN = 600, HID = 70, OUT = 10 };
-enum { CB = 2, CIN = 32, SIDE = 12, CHID = 32, COUT = 8 }; /* the CNN's */
+enum { CB = 2, CIN = 64, SIDE = 5, CHID = 64, COUT = 8 }; /* the CNN's */
 
 static int cnn; /* 1: the CNN, 0: the MLP */
 
@@ -246,22 +247,22 @@ static void case_inputs(int bi)
     kn_ctx_free(ctx);
 }
 
-/* x (1, 32, 8, 8): 64 columns, which Winograd pays for only with W1's transform kept (compile.c's
+/* x (1, 64, 7, 7): 49 columns, which Winograd pays for only with W1's transform kept (compile.c's
  * wino_pays): inference keeps it (so took Winograd), a compiled training step computes directly */
 static void case_small(void)
 {
     kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 5});
     kn_set_log(ctx, sink, NULL);
     kn_set_logs(ctx, "perf,fusion");
-    cnn_x[0] = 1, cnn_x[2] = cnn_x[3] = 8;
+    cnn_x[0] = 1, cnn_x[2] = cnn_x[3] = 7;
     Mlp m = model(ctx);
     kn_tensor *x = make_x(ctx), *in[1] = {x}, *out[1];
     kn_compile_opts o = {.backend = KN_BACKEND_C, .params = m.p, .nparams = 4, .name = "infer"};
     kn_fn *f = kn_compile(ctx, infer_body, &m, &o);
     logbuf[0] = 0;
     kn_set_grad_enabled(ctx, 0);
-    three_calls(ctx, f, &m, in, 1, m.p[0], 0, "64 columns");
-    check_kept(f, 0, "64 columns");
+    three_calls(ctx, f, &m, in, 1, m.p[0], 0, "49 columns");
+    check_kept(f, 0, "49 columns");
     kn_compile_opts to = {.backend = KN_BACKEND_C, .params = m.p, .nparams = 4, .name = "train"};
     kn_fn *t = kn_compile(ctx, train_body, &m, &to);
     kn_fn_info info;
@@ -276,9 +277,61 @@ static void case_small(void)
         if (step == 0 && kn_fn_stats(t, &info) == KN_OK && info.backend && !strcmp(info.backend, "c"))
             CHECK_MSG(strstr(logbuf, "not by Winograd: the graph trains") != NULL, "cnn small train: W1's "
                       "convolution not left direct; log:\n%s", logbuf);
-        three_calls(ctx, f, &m, in, 1, m.p[0], 0, "64 columns, after a compiled step");
+        three_calls(ctx, f, &m, in, 1, m.p[0], 0, "49 columns, after a compiled step");
     }
     cnn_x[0] = CB, cnn_x[2] = cnn_x[3] = SIDE;
+    kn_fn_free(t);
+    kn_fn_free(f);
+    kn_optim_free(m.opt);
+    kn_ctx_free(ctx);
+}
+
+/* x (2, 64, 12, 12): 288 columns, which the library's Winograd F(4x4, 3x3) takes (kn_rt_wino, on
+ * backend c through what the program lends its units, on tcc by name; the generated source says which),
+ * keeping no weights' transform: inference calls and compiled training steps against eager */
+static const char *lib_marker;
+static int lib_seen;
+static void source_sink(void *user, const char *line)
+{
+    (void)user;
+    lib_seen |= strstr(line, lib_marker) != NULL;
+}
+
+static void case_library(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 9});
+    lib_marker = bi ? "through kn_rt_wino" : "through the library's kn_rt_wino, lent", lib_seen = 0;
+    kn_set_log(ctx, source_sink, NULL);
+    kn_set_logs(ctx, "output_code");
+    cnn_x[2] = cnn_x[3] = 12;
+    Mlp m = model(ctx);
+    kn_tensor *x = make_x(ctx), *in[1] = {x}, *out[1];
+    kn_compile_opts o = {.backend = bes[bi], .params = m.p, .nparams = 4, .name = "infer"};
+    kn_fn *f = kn_compile(ctx, infer_body, &m, &o);
+    kn_set_grad_enabled(ctx, 0);
+    three_calls(ctx, f, &m, in, 1, m.p[0], bi, "library winograd");
+    CHECK_MSG(lib_seen, "cnn %s: no unit calls the library's Winograd (\"%s\")", bname[bi], lib_marker);
+    kn_compile_opts to = {.backend = bes[bi], .params = m.p, .nparams = 4, .name = "train"};
+    kn_fn *t = kn_compile(ctx, train_body, &m, &to);
+    for (int step = 0; step < 2; step++) { /* the step's loss, before it updates, against eager's */
+        kn_set_grad_enabled(ctx, 0);
+        kn_scope_begin(ctx);
+        kn_tensor *y = forward(ctx, m.p, x);
+        kn_tensor *want = kn_keep(ctx, kn_div(ctx, kn_sum(ctx, kn_mul(ctx, y, y), NULL, 0, 0), kn_scalar(ctx, B)));
+        kn_scope_end(ctx);
+        kn_set_grad_enabled(ctx, 1);
+        kn_scope_begin(ctx);
+        kn_optim_zero_grad(m.opt);
+        CHECK_MSG(kn_call(t, in, 1, out, 1) == KN_OK, "cnn library %s train step %d: %s", bname[bi], step,
+                  kn_last_error(ctx));
+        double d = out[0] && want ? max_diff(ctx, out[0], want) : INFINITY;
+        CHECK_MSG(d < 1e-4, "cnn library %s train step %d: loss differs from eager by %g", bname[bi], step, d);
+        kn_scope_end(ctx);
+        kn_free(ctx, want);
+        kn_set_grad_enabled(ctx, 0);
+        three_calls(ctx, f, &m, in, 1, m.p[0], bi, "library winograd, after a compiled step");
+    }
+    cnn_x[2] = cnn_x[3] = SIDE;
     kn_fn_free(t);
     kn_fn_free(f);
     kn_optim_free(m.opt);
@@ -294,5 +347,6 @@ int main(void)
         }
     cnn = 1;
     case_small();
+    for (int bi = 0; bi < 2; bi++) case_library(bi);
     TEST_END("keep");
 }

@@ -182,26 +182,40 @@ static void render_scalar(GemmOut *o, const GemmSpec *s)
 /* ---- runtime dialect: a call into the library's GEMM (src/gemm_rt.h) ---- */
 
 /* The unit declares KnRtGemm itself, once per source (it includes nothing of kiln's); it must match
- * src/gemm_rt.h field for field. The epilogue runs once per batch on the whole of C, after the
- * GEMM: every tile is final by then. */
-static void render_runtime(GemmOut *o, const GemmSpec *s)
+ * src/gemm_rt.h field for field, and KnRtPar KnParallel (gemm.h). The epilogue runs once per batch on
+ * the whole of C, after the GEMM: every tile is final by then.
+ *
+ * lent (spec.wino 2 in the SIMD dialects, backend c): the product is the library's F(4x4, 3x3)
+ * through the function b[4] lends (KnParallel.wino), since a unit compiled by cc links nothing of
+ * kiln's; without it, NAME_direct, the scalar dialect's product (rendered first). */
+static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
 {
     const char *n = s->name;
-    gemm_put(o, "/* kiln gemm %s (runtime): C[%lld][%lld][%lld] = A . B through kn_rt_gemm */\n", n, (ll)s->batch,
-        (ll)s->M, (ll)s->N);
+    if (lent) {
+        GemmSpec d = *s;
+        char name[64];
+        snprintf(name, sizeof name, "%s_direct", n);
+        d.name = name, d.wino = 0;
+        render_scalar(o, &d);
+    }
+    gemm_put(o, "/* kiln gemm %s (runtime): C[%lld][%lld][%lld] = A . B through %s */\n", n, (ll)s->batch, (ll)s->M,
+        (ll)s->N, lent ? "the library's kn_rt_wino, lent" : s->wino ? "kn_rt_wino" : "kn_rt_gemm");
     gemm_put(o, "#include <stddef.h>\n#include <stdint.h>\n");
     gemm_put(o, "#ifndef KN_RT_GEMM\n#define KN_RT_GEMM\n"
            "typedef struct KnRtGemm {\n    void *C;\n    const void *A, *B, *bias;\n    int64_t batch, M, N, K;\n"
            "    int64_t sa_b, sa_m, sa_k;\n    int64_t sb_b, sb_k, sb_n;\n    int dtype, act;\n"
            "    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);\n    int threads;\n"
            "    void *work;\n    size_t work_bytes;\n    const int64_t *win;\n} KnRtGemm;\n"
-           "typedef struct { int (*parallel_for)(int, void (*)(void *, int), void *); int threads; "
-           "void *(*scratch)(void *, size_t); void *owner; } KnRtPar; /* KnParallel */\n"
+           "typedef struct {\n    int (*parallel_for)(int, void (*)(void *, int), void *);\n    int threads;\n"
+           "    void *(*scratch)(void *, size_t);\n    void *owner;\n    void (*wino)(const KnRtGemm *);\n"
+           "    size_t (*wino_work)(const KnRtGemm *);\n} KnRtPar; /* KnParallel */\n"
            "typedef void (*KnRtEpi)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n"
            "void kn_rt_gemm(const KnRtGemm *g);\nsize_t kn_rt_wino_work(const KnRtGemm *g);\n"
            "void kn_rt_wino(const KnRtGemm *g);\n#endif\n");
     if (s->epilogue) gemm_put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
+    if (lent) gemm_put(o, "void %s_direct(void **b);\n", n);
     gemm_put(o, "void %s(void **b)\n{\n    KnRtGemm g;\n    const KnRtPar *par = (const KnRtPar *)b[4];\n", n);
+    if (lent) gemm_put(o, "    if (!par || !par->wino) {\n        %s_direct(b);\n        return;\n    }\n", n);
     if (s->win.on) {
         const GemmWindow *w = &s->win;
         gemm_put(o, "    static const int64_t win[19] = {%d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
@@ -216,7 +230,11 @@ static void render_runtime(GemmOut *o, const GemmSpec *s)
     gemm_put(o, "    g.dtype = %d, g.act = %d;\n", s->dtype, s->act);
     gemm_put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
     gemm_put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s;\n", s->win.on ? "win" : "0");
-    if (s->wino) /* F(4x4, 3x3) in the scratch b[4] lends (kn_rt_wino computes directly without it) */
+    if (lent) /* F(4x4, 3x3) in the scratch b[4] lends (kn_rt_wino computes directly without it) */
+        gemm_put(o, "    g.work_bytes = par->wino_work(&g);\n"
+               "    if (g.work_bytes && par->scratch) g.work = par->scratch(par->owner, g.work_bytes);\n"
+               "    par->wino(&g);\n");
+    else if (s->wino)
         gemm_put(o, "    g.work_bytes = kn_rt_wino_work(&g);\n"
                "    if (g.work_bytes && par && par->scratch) g.work = par->scratch(par->owner, g.work_bytes);\n"
                "    kn_rt_wino(&g);\n");
@@ -745,14 +763,16 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
             s->N != (w->t ? rows : cols))
             return 0;
     }
-    if ((s->wino && !wino_valid(s)) || (s->ukeep && !s->wino)) return 0;
-    if (s->wino && (dialect == GEMM_SIMD || dialect == GEMM_SIMD_HOST)) return wino_render(s, dialect, buf, cap);
+    if ((s->wino && !wino_valid(s)) || (s->ukeep && s->wino != 1) || s->wino < 0 || s->wino > 2) return 0;
+    if (s->wino == 2 && s->dtype != GEMM_F32) return 0;
+    int simd = dialect == GEMM_SIMD || dialect == GEMM_SIMD_HOST;
+    if (s->wino == 1 && simd) return wino_render(s, dialect, buf, cap);
     o.buf = buf;
     o.cap = buf ? cap : 0;
     o.len = 0;
     if (o.cap) o.buf[0] = 0;
     if (dialect == GEMM_SCALAR) render_scalar(&o, s);
-    else if (dialect == GEMM_RUNTIME) render_runtime(&o, s);
+    else if (dialect == GEMM_RUNTIME || s->wino == 2) render_runtime(&o, s, s->wino == 2 && simd);
     else render_simd(&o, s, dialect == GEMM_SIMD ? -1 : host_isa());
     return o.len;
 }

@@ -127,11 +127,16 @@
  * of every program of one context, can share one buffer, warm in the
  * caches, where each would otherwise fault in its own (cnn's step: 72
  * units, 160 MB). */
+struct KnRtGemm;
 typedef struct KnParallel {
     int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);
     int threads;
     void *(*scratch)(void *owner, size_t bytes);
     void *owner;
+    /* kn_rt_wino and kn_rt_wino_work (src/gemm_rt.h), for spec.wino 2 units of backend c, which link
+     * nothing of kiln's; NULL: such a unit computes directly, in scalar loops */
+    void (*wino)(const struct KnRtGemm *g);
+    size_t (*wino_work)(const struct KnRtGemm *g);
 } KnParallel;
 
 /* The renderers' output buffer (gemm.c, wino.c): text is appended as snprintf
