@@ -185,16 +185,26 @@ static int wino_pays(const GemmSpec *g, int kept)
  * beats backend c's own F(2x2, 3x3) units (wino.c), which need cc's time besides: on the 2-core Zen
  * 4, ResNet-18's 64 -> 64 channel convolutions 2.7 against 3.6 ms, 128 -> 128 2.5 against 3.0 ms,
  * 256 -> 256 the same, 3.3 ms (with F(2x2, 3x3)'s weights kept, the library's transformed at every
- * call); stage 4's 512 -> 512, half a column per channel, stays F(2x2, 3x3) with its weights kept. */
+ * call); stage 4's 512 -> 512, half a column per channel, stays F(2x2, 3x3) with its weights kept.
+ * Either keeps its weights' transform where inference may (GemmSpec.ukeep). */
 static int wino_lib(const GemmSpec *s)
 {
-    const GemmWindow *w = &s->win;
-    int64_t win[19] = {w->t, w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow, w->sh,
-                       w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
     KnRtGemm g;
-    memset(&g, 0, sizeof g);
-    g.dtype = s->dtype, g.act = s->act, g.batch = s->batch, g.M = s->M, g.N = s->N, g.K = s->K, g.win = win;
+    int64_t win[19];
+    spec_rt_gemm(s, &g, win);
     return kn_rt_wino_work(&g) > 0;
+}
+
+void spec_rt_gemm(const GemmSpec *s, KnRtGemm *g, int64_t *win)
+{
+    const GemmWindow *w = &s->win;
+    int64_t v[19] = {w->t, w->n, w->c, w->h, w->w, w->kh, w->kw, w->oh, w->ow, w->sh,
+                     w->sw, w->dh, w->dw, w->ph, w->pw, w->sx_n, w->sx_c, w->sx_h, w->sx_w};
+    memcpy(win, v, sizeof v);
+    memset(g, 0, sizeof *g);
+    g->dtype = s->dtype, g->act = s->act, g->batch = s->batch, g->M = s->M, g->N = s->N, g->K = s->K;
+    g->sa_b = s->sa_b, g->sa_m = s->sa_m, g->sa_k = s->sa_k, g->sb_b = s->sb_b, g->sb_k = s->sb_k, g->sb_n = s->sb_n;
+    g->win = w->on ? win : NULL;
 }
 
 /* Dot d (st->node or the dot fused into its kernel) of f32 or f64 over
@@ -223,8 +233,8 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     /* A a graph input (a conv's weight): a Winograd unit may keep its transform */
     int akeep = p->keep_packed && p->g->nodes[st->root[0]].op == OP_INPUT;
     g.wino = wino_pays(&g, akeep);
-    if (g.wino && wino_lib(&g)) g.wino = 2; /* the library's F(4x4, 3x3): its weights' transform is not kept */
-    g.ukeep = g.wino == 1 && akeep;
+    if (g.wino && wino_lib(&g)) g.wino = 2; /* the library's F(4x4, 3x3) */
+    g.ukeep = g.wino && akeep;
     char *name = arena_alloc(&p->arena, 24);
     st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
     if (!name || !st->gemm) return 0;
@@ -1099,11 +1109,17 @@ static int load_kernels(kn_ctx *ctx, Program *p)
 }
 
 /* A dot that keeps its weights: its unit's NAME_bpack or NAME_upack (unit name), where it has one
- * (optional: the dialects without one pack B, or compute directly, in each call) */
+ * (optional: the dialects without one pack B, or compute directly, in each call), or for the
+ * library's Winograd (spec.wino 2) the library's kn_rt_wino_upack */
 static void find_bpack(Program *p, Step *st, const char *name)
 {
     char bp[80];
     if (!st->gemm || !(st->gemm->bkeep || st->gemm->ukeep) || st->gx || !name) return;
+    if (st->gemm->wino == 2) { /* the library's: kept_b (program.c) calls kn_rt_wino_upack */
+        size_t (*up)(const KnRtGemm *, void *) = kn_rt_wino_upack;
+        memcpy(&st->bpack, &up, sizeof up);
+        return;
+    }
     snprintf(bp, sizeof bp, "%s_%s", name, st->gemm->ukeep ? "upack" : "bpack");
     st->bpack = p->t->sym(p->module, bp);
 }

@@ -53,6 +53,8 @@ typedef struct KnRtGemm {
     const int64_t *win;       /* or NULL; else B is a convolution's window view (src/target.h GemmWindow) of
                                  the input at B + t*sb_b, given as the 19 numbers t, n, c, h, w, kh, kw, oh,
                                  ow, sh, sw, dh, dw, ph, pw, sx_n, sx_c, sx_h, sx_w; sb_k, sb_n unused */
+    const void *wino_u;       /* kn_rt_wino only: the weights' transform kn_rt_wino_upack wrote for this A
+                                 (read instead of A), or NULL */
 } KnRtGemm;
 
 /* bytes of work that g (with its threads) uses, 64 of them for alignment */
@@ -66,6 +68,10 @@ void kn_rt_gemm(const KnRtGemm *g);
  * times kn_rt_gemm's rounding error, not bit for bit; the same C on any number of threads. */
 size_t kn_rt_wino_work(const KnRtGemm *g);
 void kn_rt_wino(const KnRtGemm *g);
+/* The bytes of the weights' transform of g's A (0 where kn_rt_wino would compute directly), and with
+ * dst (64-byte aligned), the transform written there, on one thread: a later call given it as
+ * g->wino_u skips that pass (inference, whose weights come back unchanged) */
+size_t kn_rt_wino_upack(const KnRtGemm *g, void *dst);
 /* For tests: the best copy of the micro-kernel calls may pick, 0 the baseline, 1 AVX2, 2 AVX-512 (the
  * default; a copy the CPU lacks is never picked); returns the cap before. Not for concurrent use with
  * calls: it is the one static the GEMM reads. */

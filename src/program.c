@@ -152,6 +152,16 @@ static kn_status run_rt_gemm(Program *p, const Step *st, kn_tensor **vals, void 
 
 typedef size_t (*BpackFn)(const void *B, void *dst);
 
+/* The library's Winograd (spec.wino 2): the weights' transform of A, as BpackFn (kn_rt_wino_upack) */
+static size_t wino_upack(const GemmSpec *s, const void *A, void *dst)
+{
+    KnRtGemm g;
+    int64_t win[19];
+    spec_rt_gemm(s, &g, win);
+    g.A = A;
+    return kn_rt_wino_upack(&g, dst);
+}
+
 static void *packed_at(const Packed *k) { return (char *)k->mem + (64 - (uintptr_t)k->mem % 64) % 64; }
 
 /* Step st's weights (at B: its B, or its A where the spec keeps A's Winograd transform) packed or
@@ -168,7 +178,7 @@ static void *kept_b(Program *p, const Step *st, kn_tensor **vals, const void *B)
     if (k->ready) return packed_at(k);
     BpackFn pack;
     *(void **)&pack = st->bpack; /* object to function pointer: as dlsym's result is used */
-    size_t need = pack(B, NULL);
+    size_t need = st->gemm->wino == 2 ? wino_upack(st->gemm, B, NULL) : pack(B, NULL);
     if (!need) return NULL;
     if (need > k->bytes) {
         kn_dealloc(p->ctx, k->mem, k->bytes ? k->bytes + 64 : 0);
@@ -177,7 +187,8 @@ static void *kept_b(Program *p, const Step *st, kn_tensor **vals, const void *B)
         log_line(p->ctx, LOG_PERF, "run: %s keeps %s, %zu bytes", st->gemm->name,
                  st->gemm->ukeep ? "its weights' Winograd transform" : "B packed", need);
     }
-    pack(B, packed_at(k));
+    if (st->gemm->wino == 2) wino_upack(st->gemm, B, packed_at(k));
+    else pack(B, packed_at(k));
     k->ready = 1;
     return packed_at(k);
 }

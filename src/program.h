@@ -79,6 +79,11 @@ struct Program {
     int prof_runs, runs;
 };
 
+struct KnRtGemm;
+/* g (its pointers but A unset) and win (19 numbers) for the product spec s, for the library's GEMM and
+ * Winograd (src/gemm_rt.h; compile.c) */
+void spec_rt_gemm(const GemmSpec *s, struct KnRtGemm *g, int64_t *win);
+
 /* A node's bytes: its arena block, or its storage. */
 static inline size_t node_bytes(const Node *n)
 {

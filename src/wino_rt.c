@@ -378,6 +378,17 @@ static void run(const Job *j, Pass fn)
     else fn((void *)j, 0);
 }
 
+size_t kn_rt_wino_upack(const KnRtGemm *g, void *dst)
+{
+    Job j;
+    if (!geometry(g, &j)) return 0;
+    if (dst) {
+        j.U = dst, j.tasks = 1;
+        passes()[0](&j, 0);
+    }
+    return (size_t)(36 * j.su) * sizeof(float);
+}
+
 void kn_rt_wino(const KnRtGemm *g)
 {
     Job j;
@@ -391,6 +402,7 @@ void kn_rt_wino(const KnRtGemm *g)
     j.U = (float *)((char *)g->work + (64 - (uintptr_t)g->work % 64) % 64);
     j.V = j.U + nu;
     const Pass *pass = passes();
-    run(&j, pass[0]);
+    if (g->wino_u) j.U = (float *)g->wino_u; /* kn_rt_wino_upack's */
+    else run(&j, pass[0]);
     run(&j, pass[1]);
 }

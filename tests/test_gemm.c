@@ -665,7 +665,8 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
  * lends (KnParallel.wino), in scratch from the lender (NaN bytes at every ask, one ask a call), on one
  * thread and 3 tasks with the same C bitwise; with b[4] NULL, or a KnParallel lending no wino, its
  * scalar product (NAME_direct) instead, asking for nothing; within the reference's tolerance each time,
- * the epilogue run as the runtime dialect runs it. */
+ * the epilogue run as the runtime dialect runs it. The spec keeps the weights' transform (spec.ukeep):
+ * b[7] NULL transforms A in the call; kn_rt_wino_upack's as b[7], A then overwritten, the same C. */
 static int lib_wino_runs;
 static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t M, int bias, int act,
                           int epi)
@@ -678,7 +679,7 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
     case_init(&cs, GEMM_F32, batch, M, N, K, (int)(M % 2), 0, bias, act);
     memset(&g_win, 0, sizeof g_win);
     if (epi) case_epilogue(&cs);
-    cs.s.wino = 2;
+    cs.s.wino = 2, cs.s.ukeep = 1;
     char *src = with_epilogue(&cs, render(&cs.s, GEMM_SIMD_HOST));
     CHECK(src && strstr(src, "kn_rt_wino, lent") != NULL);
     PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
@@ -693,7 +694,7 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
         for (int i = 0; i < 2; i++) { /* nothing lent, then no wino lent: the scalar product */
             int asks = lender.asks;
             case_bufs(&cs, bufs);
-            bufs[4] = i ? &none : NULL;
+            bufs[4] = i ? &none : NULL, bufs[7] = NULL;
             f(bufs);
             case_check(&cs, i ? "library winograd, none lent" : "library winograd, b[4] NULL");
             CHECK(lender.asks == asks);
@@ -703,7 +704,7 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
             int asks = lender.asks;
             port_set_threads(th);
             case_bufs(&cs, bufs);
-            bufs[4] = &par;
+            bufs[4] = &par, bufs[7] = NULL;
             f(bufs);
             case_check(&cs, "library winograd");
             CHECK_MSG(lender.asks - asks == 1, "library winograd, %d threads: %d asks for scratch (kn_rt_wino "
@@ -713,6 +714,29 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
             lib_wino_runs++;
         }
         port_set_threads(0);
+        const GemmWindow *gw = &cs.s.win; /* the transform kept */
+        int64_t win[19] = {gw->t, gw->n, gw->c, gw->h, gw->w, gw->kh, gw->kw, gw->oh, gw->ow, gw->sh,
+                           gw->sw, gw->dh, gw->dw, gw->ph, gw->pw, gw->sx_n, gw->sx_c, gw->sx_h, gw->sx_w};
+        KnRtGemm g = {0};
+        g.A = cs.A, g.dtype = GEMM_F32, g.act = act, g.batch = 1, g.M = M, g.N = N, g.K = K, g.win = win;
+        g.sa_m = cs.s.sa_m, g.sa_k = cs.s.sa_k;
+        size_t ub = kn_rt_wino_upack(&g, NULL);
+        char *mem = malloc(ub + 64);
+        void *kept = mem ? mem + (64 - (uintptr_t)mem % 64) % 64 : NULL, *A0 = malloc((size_t)cs.na * 4);
+        if (CHECK(ub > 0 && kept && A0) && CHECK(kn_rt_wino_upack(&g, kept) == ub)) {
+            KnParallel par = {counted_for, 2, lend, &lender, kn_rt_wino, kn_rt_wino_work};
+            memcpy(A0, cs.A, (size_t)cs.na * 4);
+            for (int64_t i = 0; i < cs.na; i++) set(cs.A, GEMM_F32, i, 1e30); /* b[7] is the weights now */
+            port_set_threads(2);
+            case_bufs(&cs, bufs);
+            bufs[4] = &par, bufs[7] = kept;
+            f(bufs);
+            CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "library winograd, U kept: C differs from transforming A");
+            port_set_threads(0);
+            memcpy(cs.A, A0, (size_t)cs.na * 4);
+            lib_wino_runs++;
+        }
+        free(mem), free(A0);
     }
     free(Cg1);
     port_jit_free(m);
@@ -863,7 +887,7 @@ int main(void)
             lib_wino_case(1, 17, 9, 11, 1, 19, 0, GEMM_ACT_NONE, 0);
             lib_wino_case(3, 5, 7, 5, 0, 33, 1, GEMM_ACT_RELU, 1);
             lib_wino_case(2, 40, 16, 16, 1, 24, 0, GEMM_ACT_NONE, 1);
-            CHECK(lib_wino_runs == 6);
+            CHECK(lib_wino_runs == 9);
             printf("gemm: winograd %d units run, %d runs with the weights' transform kept\n", wino_cases, ukeep_runs);
             printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
                    "%d of them with A packed once, shared, %d by rows\n",

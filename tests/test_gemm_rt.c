@@ -367,7 +367,8 @@ static void test_windows(void)
 /* kn_rt_wino (F(4x4, 3x3)) against the double reference of the window written out: within WINO_SLACK
  * times the classical bound (measured: at most 2.6 times it over these cases; with one coefficient of
  * B^T or G off by 1e-4 of itself, 30 and 263 times: KILN_TEST_VERBOSE=1 prints the worst), on
- * one thread and on 3 tasks, bitwise the same C; with a byte of work short, kn_rt_gemm's C bitwise.
+ * one thread and on 3 tasks, bitwise the same C, also with the weights' transform kept
+ * (kn_rt_wino_upack, A overwritten after); with a byte of work short, kn_rt_gemm's C bitwise.
  * Tiles cut by the output's edge (sizes not multiples of 4, one 3 wide), padding 0, 1 and 2 and a crop,
  * an input with padded strides, channels in and out not multiples of the 16 lanes, bias, relu, and
  * tiles enough for two chunks. */
@@ -405,6 +406,24 @@ static void test_wino(void)
             if (th == 1) memcpy(one, c.g.C, bytes);
             else CHECK_MSG(!memcmp(one, c.g.C, bytes), "wino %zu: C on 3 tasks differs from one thread's", i);
         }
+        /* the weights' transform kept (kn_rt_wino_upack), A then overwritten: the same C bitwise */
+        int64_t lb, lr, lc, na = layout((int)i % 3, 1, M, 9 * ch, &lb, &lr, &lc); /* A's elements */
+        size_t ub = kn_rt_wino_upack(&c.g, NULL);
+        char *ubuf = malloc(ub + 64), *a0 = malloc((size_t)na * sizeof(float));
+        float *u = ubuf ? (float *)(ubuf + (64 - (uintptr_t)ubuf % 64) % 64) : NULL;
+        if (CHECK(ub > 0 && u && a0) && CHECK(kn_rt_wino_upack(&c.g, u) == ub)) {
+            memcpy(a0, c.A, (size_t)na * sizeof(float));
+            for (int64_t e = 0; e < na; e++) ((float *)c.A)[e] = 1e30f;
+            c.g.wino_u = u;
+            for (int th = 1; th <= 3; th += 2) {
+                c.g.parallel_for = th > 1 ? port_parallel_for : NULL, c.g.threads = th;
+                CHECK(case_run(&c, "wino, U kept"));
+                CHECK_MSG(!memcmp(one, c.g.C, bytes), "wino %zu, U kept, %d threads: C differs", i, th);
+            }
+            c.g.wino_u = NULL;
+            memcpy(c.A, a0, (size_t)na * sizeof(float));
+        }
+        free(ubuf), free(a0);
         for (int64_t e = 0; e < M * N; e++) { /* how close, for the slack's comment */
             double d = fabs(((float *)c.g.C)[e] - c.ref[e]) / ((9 * ch + 2) * 0x1p-24 * c.mag[e] + 1e-300);
             worst_all = d > worst_all ? d : worst_all;

@@ -25,13 +25,15 @@
  * columns than channels, which the library's F(4x4, 3x3) declines), whose
  * unit keeps W1's transform across calls (GemmSpec.ukeep, NAME_upack), and
  * which a compiled training step of the same CNN must compute directly. At x
- * (1, 64, 7, 7) (49 columns) likewise.
+ * (1, 64, 7, 7) (49 columns) likewise. At x (2, 64, 12, 12) (288 columns) the
+ * library's F(4x4, 3x3) takes it (kn_rt_wino) and keeps the transform
+ * (kn_rt_wino_upack): the same cases again.
  *
  * With backend c (where the unit has NAME_bpack, or NAME_upack) the log must
  * show a weight kept packed (for the CNN: W1's Winograd transform kept, which
  * only a Winograd unit does, so Winograd was chosen), so the cases test the
  * keeping and not its absence. Results are compared with eager on the
- * interpreter (relative 1e-4). No timing.
+ * interpreter (relative 1e-4; 3e-4 for the library's F(4x4, 3x3)). No timing.
  */
 #include <stdlib.h>
 
@@ -40,7 +42,7 @@
 enum { B = 128, IN = 600, HID = 70, OUT = 10 };
 enum { CB = 2, CIN = 64, SIDE = 5, CHID = 64, COUT = 8 }; /* the CNN's */
 
-static int cnn; /* 1: the CNN, 0: the MLP */
+static int cnn; /* 0: the MLP, 1: the CNN, 2: the CNN at 12 x 12 */
 
 static char logbuf[8192];
 static void sink(void *user, const char *line)
@@ -117,8 +119,9 @@ static void check_call(kn_ctx *ctx, kn_fn *f, Mlp *m, kn_tensor *const *in, int 
     kn_tensor *want = forward(ctx, p, in[0]);
     kn_set_grad_enabled(ctx, was);
     double d = s == KN_OK ? max_diff(ctx, out[0], want) : INFINITY;
-    CHECK_MSG(d < 1e-4, "%s %s %s call %d: compiled differs from eager by %g", cnn ? "cnn" : "mlp", bname[bi], what,
-              call, d);
+    /* relative 1e-4; 3e-4 at 12 x 12, where the library's F(4x4, 3x3) rounds more (1.01e-4 seen) */
+    CHECK_MSG(d < (cnn == 2 ? 3e-4 : 1e-4), "%s %s %s call %d: compiled differs from eager by %g", cnn ? "cnn" : "mlp",
+              bname[bi], what, call, d);
     kn_scope_end(ctx);
 }
 
@@ -287,8 +290,8 @@ static void case_small(void)
 }
 
 /* x (2, 64, 12, 12): 288 columns, which the library's Winograd F(4x4, 3x3) takes (kn_rt_wino, on
- * backend c through what the program lends its units, on tcc by name; the generated source says which),
- * keeping no weights' transform: inference calls and compiled training steps against eager (the source
+ * backend c through what the program lends its units, on tcc by name; the generated source says which):
+ * inference calls and compiled training steps against eager (the source
  * checked where the backend runs: under wasm32, which has neither, programs fall back to the interpreter) */
 static const char *lib_marker;
 static int lib_seen;
@@ -344,11 +347,13 @@ static void case_library(int bi)
 
 int main(void)
 {
-    for (cnn = 0; cnn < 2; cnn++)
+    for (cnn = 0; cnn < 3; cnn++) /* the MLP, the CNN at 50 columns, at 288 (the library's Winograd) */
         for (int bi = 0; bi < 2; bi++) {
+            cnn_x[2] = cnn_x[3] = cnn == 2 ? 12 : SIDE;
             case_writes(bi);
             case_inputs(bi);
         }
+    cnn_x[2] = cnn_x[3] = SIDE;
     cnn = 1;
     case_small();
     for (int bi = 0; bi < 2; bi++) case_library(bi);

@@ -205,7 +205,7 @@ static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
            "typedef struct KnRtGemm {\n    void *C;\n    const void *A, *B, *bias;\n    int64_t batch, M, N, K;\n"
            "    int64_t sa_b, sa_m, sa_k;\n    int64_t sb_b, sb_k, sb_n;\n    int dtype, act;\n"
            "    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);\n    int threads;\n"
-           "    void *work;\n    size_t work_bytes;\n    const int64_t *win;\n} KnRtGemm;\n"
+           "    void *work;\n    size_t work_bytes;\n    const int64_t *win;\n    const void *wino_u;\n} KnRtGemm;\n"
            "typedef struct {\n    int (*parallel_for)(int, void (*)(void *, int), void *);\n    int threads;\n"
            "    void *(*scratch)(void *, size_t);\n    void *owner;\n    void (*wino)(const KnRtGemm *);\n"
            "    size_t (*wino_work)(const KnRtGemm *);\n} KnRtPar; /* KnParallel */\n"
@@ -229,7 +229,8 @@ static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
     gemm_put(o, "    g.sb_b = %lld, g.sb_k = %lld, g.sb_n = %lld;\n", (ll)s->sb_b, (ll)s->sb_k, (ll)s->sb_n);
     gemm_put(o, "    g.dtype = %d, g.act = %d;\n", s->dtype, s->act);
     gemm_put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
-    gemm_put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s;\n", s->win.on ? "win" : "0");
+    gemm_put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s, g.wino_u = %s;\n", s->win.on ? "win" : "0",
+        s->ukeep ? "b[7]" : "0"); /* b[7]: the weights' transform kept (kn_rt_wino_upack), or NULL */
     if (lent) /* F(4x4, 3x3) in the scratch b[4] lends (kn_rt_wino computes directly without it) */
         gemm_put(o, "    g.work_bytes = par->wino_work(&g);\n"
                "    if (g.work_bytes && par->scratch) g.work = par->scratch(par->owner, g.work_bytes);\n"
@@ -763,7 +764,7 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
             s->N != (w->t ? rows : cols))
             return 0;
     }
-    if ((s->wino && !wino_valid(s)) || (s->ukeep && s->wino != 1) || s->wino < 0 || s->wino > 2) return 0;
+    if ((s->wino && !wino_valid(s)) || (s->ukeep && !s->wino) || s->wino < 0 || s->wino > 2) return 0;
     if (s->wino == 2 && s->dtype != GEMM_F32) return 0;
     int simd = dialect == GEMM_SIMD || dialect == GEMM_SIMD_HOST;
     if (s->wino == 1 && simd) return wino_render(s, dialect, buf, cap);
