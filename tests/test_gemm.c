@@ -405,7 +405,7 @@ static void keep_case(int dialect, int dt, int64_t batch, int64_t M, int64_t N, 
             memcpy(B0, c.B, (size_t)c.nb * es);
             for (int64_t i = 0; i < c.nb; i++) set(c.B, dt, i, 1e30); /* b[7] is B now */
             for (int th = 1; th <= 2; th++) {
-                KnParallel par = {port_parallel_for, th, NULL, NULL, NULL, NULL};
+                KnParallel par = {port_parallel_for, th, NULL, NULL, NULL, NULL, NULL};
                 port_set_threads(th);
                 case_bufs(&c, bufs);
                 bufs[4] = &par, bufs[7] = kept;
@@ -443,7 +443,7 @@ static void runtime_case(Case *c)
     if (m && CHECK(p != NULL)) {
         size_t bytes = (size_t)(c->nc + 2 * GUARD) * (c->s.dtype == GEMM_F32 ? 4 : 8);
         void *Cg1 = malloc(bytes);
-        KnParallel par = {port_parallel_for, 2, NULL, NULL, NULL, NULL};
+        KnParallel par = {port_parallel_for, 2, NULL, NULL, NULL, NULL, NULL};
         memcpy(&f, &p, sizeof p);
         f(case_bufs(c, bufs));
         case_check(c, "runtime/tcc");
@@ -578,7 +578,7 @@ static void ukeep_check(Case *cs, PortModule *m, Kern f, const void *Cg1, size_t
         memcpy(A0, cs->A, (size_t)cs->na * es);
         for (int64_t i = 0; i < cs->na; i++) set(cs->A, cs->s.dtype, i, 1e30); /* b[7] is the weights now */
         for (int th = 1; th <= 2; th++) {
-            KnParallel par = {counted_for, th, NULL, NULL, NULL, NULL};
+            KnParallel par = {counted_for, th, NULL, NULL, NULL, NULL, NULL};
             port_set_threads(th);
             case_bufs(cs, bufs);
             bufs[4] = &par, bufs[7] = kept;
@@ -625,7 +625,7 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
             if (Cg1) memcpy(Cg1, cs.Cg, bytes);
             for (int th = 1; th <= 3 && Cg1; th++)
                 for (int lent = th == 1; lent < 2; lent++) { /* U, V and M in its own scratch, or lent */
-                    KnParallel par = {counted_for, th, lent ? lend : NULL, &lender, NULL, NULL};
+                    KnParallel par = {counted_for, th, lent ? lend : NULL, &lender, NULL, NULL, NULL};
                     int asks = lender.asks;
                     port_set_threads(th);
                     case_bufs(&cs, bufs);
@@ -690,7 +690,7 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
     if (m && CHECK(p != NULL) && Cg1) {
         Kern f;
         memcpy(&f, &p, sizeof p);
-        KnParallel none = {counted_for, 2, lend, &lender, NULL, NULL};
+        KnParallel none = {counted_for, 2, lend, &lender, NULL, NULL, NULL};
         for (int i = 0; i < 2; i++) { /* nothing lent, then no wino lent: the scalar product */
             int asks = lender.asks;
             case_bufs(&cs, bufs);
@@ -700,7 +700,7 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
             CHECK(lender.asks == asks);
         }
         for (int th = 1; th <= 3; th += 2) {
-            KnParallel par = {counted_for, th, lend, &lender, kn_rt_wino, kn_rt_wino_work};
+            KnParallel par = {counted_for, th, lend, &lender, kn_rt_wino, kn_rt_wino_work, NULL};
             int asks = lender.asks;
             port_set_threads(th);
             case_bufs(&cs, bufs);
@@ -724,7 +724,7 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
         char *mem = malloc(ub + 64);
         void *kept = mem ? mem + (64 - (uintptr_t)mem % 64) % 64 : NULL, *A0 = malloc((size_t)cs.na * 4);
         if (CHECK(ub > 0 && kept && A0) && CHECK(kn_rt_wino_upack(&g, kept) == ub)) {
-            KnParallel par = {counted_for, 2, lend, &lender, kn_rt_wino, kn_rt_wino_work};
+            KnParallel par = {counted_for, 2, lend, &lender, kn_rt_wino, kn_rt_wino_work, NULL};
             memcpy(A0, cs.A, (size_t)cs.na * 4);
             for (int64_t i = 0; i < cs.na; i++) set(cs.A, GEMM_F32, i, 1e30); /* b[7] is the weights now */
             port_set_threads(2);
@@ -739,6 +739,44 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
         free(mem), free(A0);
     }
     free(Cg1);
+    port_jit_free(m);
+    free(src);
+    case_free(&cs);
+}
+
+/* GEMM_LENT (backend c's small products): the unit calls the kn_rt_gemm b[4] lends (KnParallel.gemm), on
+ * one thread and 3, and with b[4] NULL or lending no gemm its scalar product (NAME_direct); against the
+ * reference each time: plain, transposed and batched operands, a convolution's window (forward and
+ * the weight gradient's), bias, each act, the epilogue. */
+static int lent_gemm_runs;
+static void lent_case(int dt, int64_t batch, int64_t M, int64_t N, int64_t K, int la, int lb, int bias, int act, int epi)
+{
+    Case cs;
+    void *bufs[8];
+    char why[256];
+    case_init(&cs, dt, batch, M, N, K, la, lb, bias, act);
+    memset(&g_win, 0, sizeof g_win);
+    if (epi) case_epilogue(&cs);
+    char *src = with_epilogue(&cs, render(&cs.s, GEMM_LENT));
+    CHECK(src && strstr(src, "kn_rt_gemm, lent") != NULL);
+    PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+    CHECK_MSG(m != NULL, "cc lent gemm: %s", src ? why : "render");
+    void *p = m ? port_jit_sym(m, "kgemm") : NULL;
+    if (m && CHECK(p != NULL)) {
+        Kern f;
+        memcpy(&f, &p, sizeof p);
+        KnParallel none = {counted_for, 2, NULL, NULL, NULL, NULL, NULL};
+        for (int i = 0; i < 4; i++) { /* b[4] NULL, no gemm lent, then kn_rt_gemm on one thread and 3 */
+            KnParallel par = {counted_for, i == 3 ? 3 : 1, NULL, NULL, NULL, NULL, kn_rt_gemm};
+            port_set_threads(i == 3 ? 3 : 1);
+            case_bufs(&cs, bufs);
+            bufs[4] = i == 0 ? NULL : i == 1 ? &none : &par, bufs[7] = NULL;
+            f(bufs);
+            case_check(&cs, i < 2 ? "lent gemm, none lent" : "lent gemm");
+            lent_gemm_runs++;
+        }
+        port_set_threads(0);
+    }
     port_jit_free(m);
     free(src);
     case_free(&cs);
@@ -888,6 +926,16 @@ int main(void)
             lib_wino_case(3, 5, 7, 5, 0, 33, 1, GEMM_ACT_RELU, 1);
             lib_wino_case(2, 40, 16, 16, 1, 24, 0, GEMM_ACT_NONE, 1);
             CHECK(lib_wino_runs == 9);
+            /* dt, batch, M, N, K, layout A, layout B, bias, act, epilogue */
+            lent_case(GEMM_F32, 1, 16, 10, 512, 0, 0, 1, GEMM_ACT_NONE, 0);
+            lent_case(GEMM_F32, 3, 17, 33, 65, 1, 1, 0, GEMM_ACT_RELU, 1);
+            lent_case(GEMM_F64, 2, 9, 40, 7, 2, 3, 1, GEMM_ACT_GELU_TANH, 0);
+            int64_t wb, wn, wk; /* a window: conv forward, then the weight gradient's */
+            win_geometry(0, 2, 1, 3, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, &wb, &wn, &wk);
+            lent_case(GEMM_F32, wb, 8, wn, wk, 0, 0, 0, GEMM_ACT_NONE, 1);
+            win_geometry(1, 2, 1, 3, 9, 11, 3, 3, 2, 2, 1, 1, 1, 1, &wb, &wn, &wk);
+            lent_case(GEMM_F32, wb, 8, wn, wk, 1, 0, 0, GEMM_ACT_NONE, 0);
+            CHECK(lent_gemm_runs == 20);
             printf("gemm: winograd %d units run, %d runs with the weights' transform kept\n", wino_cases, ukeep_runs);
             printf("gemm: SIMD ISA copies run: base %d, avx2 %d, avx512 %d cases; %d threaded runs split, "
                    "%d of them with A packed once, shared, %d by rows\n",

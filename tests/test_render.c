@@ -298,7 +298,7 @@ static void run_with(int how, const CIsa *isa, Outs *o, const Graph *g, const Sc
             EXPECT(!err[0], "%s: %s: %s reports index %lld of %lld", o->name, cc, lk[i].k.name, (long long)err[1],
                    (long long)err[2]);
             if (isa) { /* again on 4 threads' worth of chunks: the same bytes */
-                KnParallel par = {port_parallel_for, 4, NULL, NULL, NULL, NULL};
+                KnParallel par = {port_parallel_for, 4, NULL, NULL, NULL, NULL, NULL};
                 void *one = malloc(bytes ? bytes : 1);
                 if (one) memcpy(one, bufs[v].p, bytes);
                 b[lk[i].k.nbufs] = &par;
@@ -1372,7 +1372,7 @@ static void test_threads(int how, const CIsa *isa)
     for (int c = 0; c < C; c++) x[12 * C + c] = -(float)(c + 1);
     x[12 * C + 1] = -0.0f, x[12 * C + 6] = 0.0f, x[12 * C + 17] = -0.0f;
     for (int i = 0; i < R * C; i++) xd[i] = x[i], xi[i] = x[i] == x[i] ? (int64_t)(x[i] * 100.0f) : 0;
-    KnParallel par = {port_parallel_for, 4, NULL, NULL, NULL, NULL};
+    KnParallel par = {port_parallel_for, 4, NULL, NULL, NULL, NULL, NULL};
     for (int t = 0; t < 2; t++) {
         void *b[8] = {mx[t], sum[t], x, isum[t], dmx[t], dsum[t], imx[t], t ? &par : NULL};
         void *bf[3] = {fy[t], fx, t ? &par : NULL};
@@ -1518,7 +1518,7 @@ static void test_stream(const CIsa *isa)
                                                        malloc(sizeof(float) * R * C)};
     if (!CHECK(x && y[0] && y[1] && y[2])) goto done;
     for (int i = 0; i < R * C; i++) x[i] = (float)uniform(-3, 3), y[0][i] = y[1][i] = y[2][i] = NAN;
-    KnParallel par = {port_parallel_for, 4, NULL, NULL, NULL, NULL};
+    KnParallel par = {port_parallel_for, 4, NULL, NULL, NULL, NULL, NULL};
     void *b0[3] = {y[0], x, NULL}, *b1[3] = {y[1], x, NULL}, *b2[3] = {y[2], x, &par};
     if (run_ir(PORT_CC, big, b0) && run_ir_isa(PORT_CC, isa, big, b1) && run_ir_isa(PORT_CC, isa, big, b2))
         EXPECT(!memcmp(y[0], y[1], sizeof(float) * R * C) && !memcmp(y[0], y[2], sizeof(float) * R * C),
@@ -1536,7 +1536,7 @@ static int same_three(const CIsa *isa, const char *text, int nb, const float *x,
     int ok = 0;
     if (y[0] && y[1] && y[2]) {
         for (int64_t i = 0; i < n; i++) y[0][i] = y[1][i] = y[2][i] = NAN;
-        KnParallel par = {port_parallel_for, 3, NULL, NULL, NULL, NULL};
+        KnParallel par = {port_parallel_for, 3, NULL, NULL, NULL, NULL, NULL};
         void *b[3][4];
         for (int r = 0; r < 3; r++) {
             b[r][0] = y[r];

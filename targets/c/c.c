@@ -63,8 +63,20 @@ static void *sym(void *module, const char *name) { return port_jit_sym(module, n
 static void unload(void *module) { port_jit_free(module); }
 
 /* dots: packed SIMD micro-kernels for cc; for tcc, a call into the library's GEMM (src/gemm_rt.c), which
- * the build's compiler made far faster than TinyCC's code for the scalar template */
-static size_t cc_dot(const GemmSpec *s, char *buf, size_t cap) { return gemm_render(s, GEMM_SIMD_HOST, buf, cap); }
+ * the build's compiler made far faster than TinyCC's code for the scalar template.
+ * The small products of convolutions (at most LENT_MACS multiply-adds: ResNet-18's 1x1 shortcuts and
+ * the gradients of its small stages) call the library's GEMM too (GEMM_LENT, through what the program
+ * lends): a SIMD unit costs cc ~0.14 s of CPU (ResNet-18's training step had 40 of them, over half
+ * its cold compile; 23 now, and 12 lent: cc 9.9 -> 9.1 s of CPU), and those save little a call. Not the plain matrix
+ * products: lent, the mlp's (up to 2^25) took its training step 2.2 -> 2.5 ms, even its 128 x 10 x
+ * 512 ones alone 2.2 -> 2.4 ms. */
+#define LENT_MACS (1 << 25)
+static size_t cc_dot(const GemmSpec *s, char *buf, size_t cap)
+{
+    double macs = (double)s->batch * (double)s->M * (double)s->N * (double)s->K;
+    int lent = !s->wino && s->win.on && macs <= LENT_MACS;
+    return gemm_render(s, lent ? GEMM_LENT : GEMM_SIMD_HOST, buf, cap);
+}
 static size_t tcc_dot(const GemmSpec *s, char *buf, size_t cap) { return gemm_render(s, GEMM_RUNTIME, buf, cap); }
 
 typedef void (*KernelFn)(void **bufs);

@@ -185,9 +185,10 @@ static void render_scalar(GemmOut *o, const GemmSpec *s)
  * src/gemm_rt.h field for field, and KnRtPar KnParallel (gemm.h). The epilogue runs once per batch on
  * the whole of C, after the GEMM: every tile is final by then.
  *
- * lent (spec.wino 2 in the SIMD dialects, backend c): the product is the library's F(4x4, 3x3)
- * through the function b[4] lends (KnParallel.wino), since a unit compiled by cc links nothing of
- * kiln's; without it, NAME_direct, the scalar dialect's product (rendered first). */
+ * lent (GEMM_LENT, and spec.wino 2 in the SIMD dialects: backend c): the product is the library's
+ * GEMM, or F(4x4, 3x3), through the function b[4] lends (KnParallel.gemm, .wino), since a unit
+ * compiled by cc links nothing of kiln's; without it, NAME_direct, the scalar dialect's product
+ * (rendered first). */
 static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
 {
     const char *n = s->name;
@@ -199,7 +200,8 @@ static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
         render_scalar(o, &d);
     }
     gemm_put(o, "/* kiln gemm %s (runtime): C[%lld][%lld][%lld] = A . B through %s */\n", n, (ll)s->batch, (ll)s->M,
-        (ll)s->N, lent ? "the library's kn_rt_wino, lent" : s->wino ? "kn_rt_wino" : "kn_rt_gemm");
+        (ll)s->N, lent ? (s->wino ? "the library's kn_rt_wino, lent" : "the library's kn_rt_gemm, lent")
+                       : s->wino ? "kn_rt_wino" : "kn_rt_gemm");
     gemm_put(o, "#include <stddef.h>\n#include <stdint.h>\n");
     gemm_put(o, "#ifndef KN_RT_GEMM\n#define KN_RT_GEMM\n"
            "typedef struct KnRtGemm {\n    void *C;\n    const void *A, *B, *bias;\n    int64_t batch, M, N, K;\n"
@@ -208,14 +210,16 @@ static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
            "    void *work;\n    size_t work_bytes;\n    const int64_t *win;\n    const void *wino_u;\n} KnRtGemm;\n"
            "typedef struct {\n    int (*parallel_for)(int, void (*)(void *, int), void *);\n    int threads;\n"
            "    void *(*scratch)(void *, size_t);\n    void *owner;\n    void (*wino)(const KnRtGemm *);\n"
-           "    size_t (*wino_work)(const KnRtGemm *);\n} KnRtPar; /* KnParallel */\n"
+           "    size_t (*wino_work)(const KnRtGemm *);\n    void (*gemm)(const KnRtGemm *);\n"
+           "} KnRtPar; /* KnParallel */\n"
            "typedef void (*KnRtEpi)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n"
            "void kn_rt_gemm(const KnRtGemm *g);\nsize_t kn_rt_wino_work(const KnRtGemm *g);\n"
            "void kn_rt_wino(const KnRtGemm *g);\n#endif\n");
     if (s->epilogue) gemm_put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
     if (lent) gemm_put(o, "void %s_direct(void **b);\n", n);
     gemm_put(o, "void %s(void **b)\n{\n    KnRtGemm g;\n    const KnRtPar *par = (const KnRtPar *)b[4];\n", n);
-    if (lent) gemm_put(o, "    if (!par || !par->wino) {\n        %s_direct(b);\n        return;\n    }\n", n);
+    if (lent)
+        gemm_put(o, "    if (!par || !par->%s) {\n        %s_direct(b);\n        return;\n    }\n", s->wino ? "wino" : "gemm", n);
     if (s->win.on) {
         const GemmWindow *w = &s->win;
         gemm_put(o, "    static const int64_t win[19] = {%d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
@@ -231,10 +235,11 @@ static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
     gemm_put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
     gemm_put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s, g.wino_u = %s;\n", s->win.on ? "win" : "0",
         s->ukeep ? "b[7]" : "0"); /* b[7]: the weights' transform kept (kn_rt_wino_upack), or NULL */
-    if (lent) /* F(4x4, 3x3) in the scratch b[4] lends (kn_rt_wino computes directly without it) */
+    if (lent && s->wino) /* F(4x4, 3x3) in the scratch b[4] lends (kn_rt_wino computes directly without it) */
         gemm_put(o, "    g.work_bytes = par->wino_work(&g);\n"
                "    if (g.work_bytes && par->scratch) g.work = par->scratch(par->owner, g.work_bytes);\n"
                "    par->wino(&g);\n");
+    else if (lent) gemm_put(o, "    par->gemm(&g);\n");
     else if (s->wino)
         gemm_put(o, "    g.work_bytes = kn_rt_wino_work(&g);\n"
                "    if (g.work_bytes && par && par->scratch) g.work = par->scratch(par->owner, g.work_bytes);\n"
@@ -754,7 +759,7 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
     if (s->kc < 0 || s->mc < 0 || s->kc > 4096 || s->mc > 4096) return 0;
     if (s->dtype != GEMM_F32 && s->dtype != GEMM_F64) return 0;
     if (s->act < GEMM_ACT_NONE || s->act > GEMM_ACT_GELU_TANH) return 0;
-    if (dialect < GEMM_SCALAR || dialect > GEMM_RUNTIME) return 0;
+    if (dialect < GEMM_SCALAR || dialect > GEMM_LENT) return 0;
     if (s->bkeep && (s->win.on || (s->batch > 1 && s->sb_b != 0))) return 0; /* B kept must be one strided B */
     if (s->win.on) { /* a window: positive sizes that match the product's K and N */
         const GemmWindow *w = &s->win;
@@ -773,7 +778,8 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
     o.len = 0;
     if (o.cap) o.buf[0] = 0;
     if (dialect == GEMM_SCALAR) render_scalar(&o, s);
-    else if (dialect == GEMM_RUNTIME || s->wino == 2) render_runtime(&o, s, s->wino == 2 && simd);
+    else if (dialect == GEMM_RUNTIME || dialect == GEMM_LENT || s->wino == 2)
+        render_runtime(&o, s, dialect == GEMM_LENT || (s->wino == 2 && simd));
     else render_simd(&o, s, dialect == GEMM_SIMD ? -1 : host_isa());
     return o.len;
 }

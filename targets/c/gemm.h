@@ -57,6 +57,13 @@
  *   after the product. Reentrant: scratch is on the stack, but for a
  *   spec.wino unit's, which calls kn_rt_wino (Winograd F(4x4, 3x3)) with
  *   the scratch b[4] lends.
+ * - GEMM_LENT: GEMM_RUNTIME for code that links nothing of kiln's (backend
+ *   c's units, compiled by cc): the library's GEMM (or Winograd, for
+ *   spec.wino 2, which the SIMD dialects render so too) through the
+ *   function b[4] lends (KnParallel.gemm, .wino), and where none is lent
+ *   NAME_direct, the scalar dialect's product, rendered with it. A fraction
+ *   of the SIMD dialects' text: for products too small for their speed to
+ *   repay their compile.
  * - GEMM_SIMD_HOST: GEMM_SIMD with only the copy this machine runs best
  *   (chosen when rendering): a third of the text, so a third of the
  *   compile, for code compiled where it runs (backend c's JIT; its cache
@@ -133,10 +140,11 @@ typedef struct KnParallel {
     int threads;
     void *(*scratch)(void *owner, size_t bytes);
     void *owner;
-    /* kn_rt_wino and kn_rt_wino_work (src/gemm_rt.h), for spec.wino 2 units of backend c, which link
-     * nothing of kiln's; NULL: such a unit computes directly, in scalar loops */
+    /* kn_rt_wino, kn_rt_wino_work and kn_rt_gemm (src/gemm_rt.h), for GEMM_LENT units (and spec.wino
+     * 2 ones) of backend c, which link nothing of kiln's; NULL: such a unit computes in scalar loops */
     void (*wino)(const struct KnRtGemm *g);
     size_t (*wino_work)(const struct KnRtGemm *g);
+    void (*gemm)(const struct KnRtGemm *g);
 } KnParallel;
 
 /* The renderers' output buffer (gemm.c, wino.c): text is appended as snprintf
@@ -179,7 +187,7 @@ void gemm_put_act(GemmOut *o, const GemmSpec *s, const char *x);
 int wino_valid(const GemmSpec *s);
 size_t wino_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
 
-enum { GEMM_SCALAR = 0, GEMM_SIMD = 1, GEMM_SIMD_HOST = 2, GEMM_RUNTIME = 3 };
+enum { GEMM_SCALAR = 0, GEMM_SIMD = 1, GEMM_SIMD_HOST = 2, GEMM_RUNTIME = 3, GEMM_LENT = 4 };
 size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap);
 
 #endif
