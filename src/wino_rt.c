@@ -65,7 +65,7 @@ typedef struct {
     Ix th, tw, tiles; /* tile grid of an image; tiles of all images */
     Ix tb;            /* tiles a chunk holds (a multiple of L): M's row length */
     Ix kp;            /* K rounded up to whole panels of MR */
-    Ix su, sv, sm;    /* U's, V's and M's planes apart, in elements: multiples of L, not of 1024 */
+    Ix su, sv, sm;    /* U's, V's and M's planes apart, in elements: not multiples of 1024 */
     Ix chunks;        /* of tb tiles (the last fewer) */
     float *U, *V, *M; /* U [36][kp / MR][C][MR]; each task's V [36][tb / L][C][L] and M [36][K][tb] */
     Ix t0, nt;        /* the chunk in hand: its first tile, its tiles */
@@ -106,8 +106,7 @@ static int geometry(const KnRtGemm *g, Job *j)
     return 1;
 }
 
-/* U, V, M (each from a multiple of L floats; M with L more, which the output transform's last vector may
- * read past its last row), in floats */
+/* U, and each task's V and M, in floats (*nu, *nv: U's and a V's) */
 static Ix scratch_floats(const Job *j, Ix *nu, Ix *nv)
 {
     *nu = 36 * j->su, *nv = 36 * j->sv;
@@ -162,9 +161,10 @@ INLINE void at6(const VF *d, int is, VF *o, int os)
     o[3 * os] = b + 8 * e + d[5 * is];
 }
 
-/* U for output channels [k0, k1): L at a time (A's elements gathered into lanes), U written as runs of L
- * along k, each of U's rows in order (with k outer, the stores that hop from row to row were half the
- * pass); the last group's lanes past k1 are computed on a copy of its first channel and not stored */
+/* U for output channels [k0, k1): L at a time (A's elements gathered into lanes), each lane group into
+ * two panels of MR, channel in by channel in (with the output channels outer, the stores that hopped
+ * from row to row were half the pass); the last group's lanes past k1 are computed on a copy of its
+ * first channel and stored as zeros where they pad the last panel */
 INLINE void weights(const Job *j, Ix k0, Ix k1)
 {
     const KnRtGemm *g = j->g;
