@@ -38,7 +38,6 @@
 #include "program.h"
 #include "target.h"
 #include "../port/port.h"
-#include "../targets/c/gemm.h" /* KnParallel */
 
 /* ---- memory plan: first fit over the intervals free at each step ---- */
 
@@ -932,7 +931,7 @@ static int tune_step(kn_ctx *ctx, Program *p, Step *st)
     int64_t err[3] = {0, 0, 0}; /* scratch indices are 0: in range, but a kernel with checks names the cell */
     size_t bytes[68];
     int nmem = 0, ok = 1, nb = k ? k->nbufs : 0;
-    KnParallel par = {port_parallel_for, port_threads(), ctx_scratch, p->ctx, kn_rt_wino, kn_rt_wino_work, kn_rt_gemm};
+    KnParallel par = program_lends(p);
     for (int i = 0; i < nb && ok; i++) {
         int64_t n = 0;
         ok = expr_as_const(k->ex, k->bufs[i].size, &n);

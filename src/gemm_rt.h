@@ -64,8 +64,9 @@ void kn_rt_gemm(const KnRtGemm *g);
  * F(4x4, 3x3) (src/wino_rt.c): U, V and M in work, which must hold kn_rt_wino_work(g) bytes (for g's
  * threads: each task has its own V and M). Where
  * that is 0 (another window, f64, act GELU, fewer output columns than channels in: F(4x4, 3x3) would
- * not pay) or work is short, kn_rt_wino computes the product as kn_rt_gemm does. Within some ten
- * times kn_rt_gemm's rounding error, not bit for bit; the same C on any number of threads. */
+ * not pay) or work is short, kn_rt_wino computes the product as kn_rt_gemm does. Within a few times
+ * kn_rt_gemm's rounding error (tests/test_gemm_rt.c), not bit for bit; the same C on any number of
+ * threads. */
 size_t kn_rt_wino_work(const KnRtGemm *g);
 void kn_rt_wino(const KnRtGemm *g);
 /* The bytes of the weights' transform of g's A (0 where kn_rt_wino would compute directly), and with

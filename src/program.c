@@ -24,7 +24,6 @@
 #include "program.h"
 #include "target.h"
 #include "../port/port.h"
-#include "../targets/c/gemm.h" /* KnParallel */
 
 /* ---- running ----
  * What a run needs beyond the arena is made at the first run and kept
@@ -152,6 +151,12 @@ static kn_status run_rt_gemm(Program *p, const Step *st, kn_tensor **vals, void 
 
 typedef size_t (*BpackFn)(const void *B, void *dst);
 
+KnParallel program_lends(const Program *p)
+{
+    KnParallel par = {port_parallel_for, port_threads(), ctx_scratch, p->ctx, kn_rt_wino, kn_rt_wino_work, kn_rt_gemm};
+    return par;
+}
+
 /* The library's Winograd (spec.wino 2): the weights' transform of A, as BpackFn (kn_rt_wino_upack) */
 static size_t wino_upack(const GemmSpec *s, const void *A, void *dst)
 {
@@ -198,7 +203,7 @@ static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
     size_t es = kn_dtype_size((kn_dtype)p->g->nodes[st->node].dtype);
     /* b[4]: the SIMD GEMM splits its columns over the port's threads (the scalar one ignores it);
      * b[5]: the buffers of its epilogue, then the pool, an unused error cell and z0's value */
-    KnParallel par = {port_parallel_for, port_threads(), ctx_scratch, p->ctx, kn_rt_wino, kn_rt_wino_work, kn_rt_gemm};
+    KnParallel par = program_lends(p);
     void *eb[67];
     if (st->k && st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
     for (int b = 0; st->k && b < st->k->nbufs; b++) eb[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
@@ -218,7 +223,7 @@ static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
     /* one past the buffers: the thread pool a parallel kernel splits its outer loop over; two past:
      * the error cell where a check() of an index read at run time reports {1, index, bound} (ir.h);
      * three past: the shape symbols' values (z0), for a generic program's kernels */
-    KnParallel par = {port_parallel_for, port_threads(), ctx_scratch, p->ctx, kn_rt_wino, kn_rt_wino_work, kn_rt_gemm};
+    KnParallel par = program_lends(p);
     int64_t err[3] = {0, 0, 0};
     if (st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
     for (int b = 0; b < st->k->nbufs; b++) bufs[b] = buffer_ptr(p, st->k->bufs[b].node, vals);

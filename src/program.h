@@ -9,6 +9,7 @@
 
 #include "compile.h"
 #include "target.h"
+#include "../targets/c/gemm.h" /* KnParallel */
 
 typedef struct {
     uint32_t node;      /* the node it writes */
@@ -25,7 +26,9 @@ typedef struct {
                            hold: that step, whose code it runs, else -1 */
     void *epi;          /* a dot's epilogue entry, handed to the template (so it can share a unit) */
     void *bpack;        /* a dot whose spec keeps its weights (bkeep: B packed, ukeep: A's Winograd transform):
-                           the unit's NAME_bpack or NAME_upack, where it has one, else NULL */
+                           the unit's NAME_bpack or NAME_upack, where it has one, else NULL; for the
+                           library's Winograd (spec.wino 2) kn_rt_wino_upack, which kept_b calls with
+                           the spec's geometry (not as the units' (B, dst)) */
     ExprId *gx;         /* a generic program's dot whose sizes depend on z0: batch, M, N, K, sa_b, sa_m, sa_k,
                            sb_b, sb_k, sb_n, off[0], off[1] and a convolution's window n, c, h, w, kh, kw, oh,
                            ow, sh, sw, dh, dw, ph, pw, sx_n, sx_c, sx_h, sx_w as expressions (GX_N), run
@@ -79,10 +82,12 @@ struct Program {
     int prof_runs, runs;
 };
 
-struct KnRtGemm;
 /* g (its pointers but A unset) and win (19 numbers) for the product spec s, for the library's GEMM and
  * Winograd (src/gemm_rt.h; compile.c) */
 void spec_rt_gemm(const GemmSpec *s, struct KnRtGemm *g, int64_t *win);
+/* What a program's units are lent in b[4] (gemm.h): the port's threads, its context's scratch and the
+ * library's GEMM and Winograd (program.c) */
+KnParallel program_lends(const Program *p);
 
 /* A node's bytes: its arena block, or its storage. */
 static inline size_t node_bytes(const Node *n)
