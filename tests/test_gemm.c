@@ -594,17 +594,25 @@ static void ukeep_check(Case *cs, PortModule *m, Kern f, const void *Cg1, size_t
     free(A0);
 }
 
+/* cs: a 3x3, stride-1 convolution of n images (c channels, h x w, padding pad) to M channels, as the
+ * Winograd cases take it (A's layout alternating with M) */
+static void conv3x3_case(Case *cs, int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t M,
+                         int bias, int act, int epi)
+{
+    int64_t batch, N, K;
+    win_geometry(0, n, 1, c, h, w, 3, 3, 1, 1, pad, pad, 1, 1, &batch, &N, &K);
+    case_init(cs, dt, batch, M, N, K, (int)(M % 2), 0, bias, act);
+    memset(&g_win, 0, sizeof g_win);
+    if (epi) case_epilogue(cs);
+}
+
 static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t M, int bias, int act,
                       int epi)
 {
     Case cs;
-    int64_t batch, N, K;
     void *bufs[8];
     char why[256];
-    win_geometry(0, n, 1, c, h, w, 3, 3, 1, 1, pad, pad, 1, 1, &batch, &N, &K);
-    case_init(&cs, dt, batch, M, N, K, (int)(M % 2), 0, bias, act);
-    memset(&g_win, 0, sizeof g_win);
-    if (epi) case_epilogue(&cs);
+    conv3x3_case(&cs, dt, n, c, h, w, pad, M, bias, act, epi);
     cs.s.wino = 1;
     for (int d = 0; d < 2; d++) {
         cs.s.ukeep = !d;
@@ -672,13 +680,9 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
                           int epi)
 {
     Case cs;
-    int64_t batch, N, K;
     void *bufs[8];
     char why[256];
-    win_geometry(0, n, 1, c, h, w, 3, 3, 1, 1, pad, pad, 1, 1, &batch, &N, &K);
-    case_init(&cs, GEMM_F32, batch, M, N, K, (int)(M % 2), 0, bias, act);
-    memset(&g_win, 0, sizeof g_win);
-    if (epi) case_epilogue(&cs);
+    conv3x3_case(&cs, GEMM_F32, n, c, h, w, pad, M, bias, act, epi);
     cs.s.wino = 2, cs.s.ukeep = 1;
     char *src = with_epilogue(&cs, render(&cs.s, GEMM_SIMD_HOST));
     CHECK(src && strstr(src, "kn_rt_wino, lent") != NULL);
@@ -718,7 +722,7 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
         int64_t win[19] = {gw->t, gw->n, gw->c, gw->h, gw->w, gw->kh, gw->kw, gw->oh, gw->ow, gw->sh,
                            gw->sw, gw->dh, gw->dw, gw->ph, gw->pw, gw->sx_n, gw->sx_c, gw->sx_h, gw->sx_w};
         KnRtGemm g = {0};
-        g.A = cs.A, g.dtype = GEMM_F32, g.act = act, g.batch = 1, g.M = M, g.N = N, g.K = K, g.win = win;
+        g.A = cs.A, g.dtype = GEMM_F32, g.act = act, g.batch = 1, g.M = M, g.N = cs.s.N, g.K = cs.s.K, g.win = win;
         g.sa_m = cs.s.sa_m, g.sa_k = cs.s.sa_k;
         size_t ub = kn_rt_wino_upack(&g, NULL);
         char *mem = malloc(ub + 64);
