@@ -322,6 +322,16 @@ int kn_rt_gemm_cap(int cap)
     return old;
 }
 
+int kn_rt_isa(void)
+{
+#ifdef KN_RT_AVX2
+    __builtin_cpu_init();
+    if (kit_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return 2;
+    if (kit_cap >= 1 && __builtin_cpu_supports("avx2")) return 1;
+#endif
+    return 0;
+}
+
 static const Kit *pick_kit(int dtype)
 {
 #ifdef KN_RT_AVX2

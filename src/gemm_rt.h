@@ -73,9 +73,18 @@ void kn_rt_wino(const KnRtGemm *g);
  * dst (64-byte aligned), the transform written there, on one thread: a later call given it as
  * g->wino_u skips that pass (inference, whose weights come back unchanged) */
 size_t kn_rt_wino_upack(const KnRtGemm *g, void *dst);
+/* A convolution's product (win set, batch 1) by the library's fastest way: a window read as is
+ * (win t = 0) by kn_rt_wino; a transposed one (t = 1, a weights' gradient) of a 3x3, stride-1 window
+ * with the images in a vector's lanes (src/conv_rt.c), its input and A copied into work, which must
+ * hold kn_rt_conv_work(g) bytes. Where that is 0 (or work is short) the product is kn_rt_gemm's.
+ * Within kn_rt_gemm's rounding bound, not bit for bit; the same C on any number of threads. */
+size_t kn_rt_conv_work(const KnRtGemm *g);
+void kn_rt_conv(const KnRtGemm *g);
 /* For tests: the best copy of the micro-kernel calls may pick, 0 the baseline, 1 AVX2, 2 AVX-512 (the
  * default; a copy the CPU lacks is never picked); returns the cap before. Not for concurrent use with
  * calls: it is the one static the GEMM reads. */
 int kn_rt_gemm_cap(int cap);
+/* The copy that cap and the CPU leave kn_rt_gemm and kn_rt_conv's weight gradients (0, 1 or 2) */
+int kn_rt_isa(void);
 
 #endif

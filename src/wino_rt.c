@@ -31,7 +31,7 @@
  *
  * Error: the transforms' coefficients reach 8 and 1/24, so the rounding
  * error exceeds the direct product's (tests/test_gemm_rt.c measures it
- * against a double reference: up to twice the classical bound); oneDNN's
+ * against a double reference: up to 2.7 times the classical bound); oneDNN's
  * f32 Winograd is F(4x4, 3x3) too.
  *
  * Scratch: U, and V and M per task, live in g->work (kn_rt_wino_work bytes,

@@ -62,7 +62,7 @@ typedef struct {
     void *A, *B, *bias, *Cg; /* Cg: C with GUARD elements either side */
     double *ref, *mag;
     size_t es;
-    void (*fn)(const KnRtGemm *); /* what computes C: kn_rt_gemm, or kn_rt_wino */
+    void (*fn)(const KnRtGemm *); /* what computes C: kn_rt_gemm, kn_rt_wino or kn_rt_conv */
     double slack;                 /* its error bound over the classical one */
 } Case;
 
@@ -365,7 +365,7 @@ static void test_windows(void)
 }
 
 /* kn_rt_wino (F(4x4, 3x3)) against the double reference of the window written out: within WINO_SLACK
- * times the classical bound (measured: at most 2.6 times it over these cases; with one coefficient of
+ * times the classical bound (measured: at most 2.7 times it over these cases; with one coefficient of
  * B^T or G off by 1e-4 of itself, 30 and 263 times: KILN_TEST_VERBOSE=1 prints the worst), on
  * one thread and on 3 tasks, bitwise the same C, also with the weights' transform kept
  * (kn_rt_wino_upack, A overwritten after); with a byte of work short, kn_rt_gemm's C bitwise.
@@ -441,6 +441,92 @@ static void test_wino(void)
     if (getenv("KILN_TEST_VERBOSE")) printf("wino: worst error %.3g of the classical bound\n", worst_all);
 }
 
+/* kn_rt_conv on a weights' gradient (a transposed 3x3 stride-1 window, t 1; src/conv_rt.c: the images
+ * in the lanes) against the double reference of the window written out, within the classical bound (it
+ * sums in another order, not beyond it: KILN_TEST_VERBOSE=1 prints the worst); on one thread and on 3
+ * tasks, bitwise the same C; with a byte of work short, kn_rt_gemm's C bitwise. A batch of 16, of 13
+ * (lanes left empty) and of 29 (two vectors of images), padding 0, 1 and 2 and a crop, an input with
+ * padded strides (one with columns 2 apart), A row-major, transposed and with padded rows, output
+ * channels odd (the last block of two half empty), channels enough for two groups (products of 2^20
+ * multiply-adds at least: it leaves smaller ones to kn_rt_gemm). Then the geometry it
+ * declines (images of fewer than 32 positions, a batch of 12 in a vector of 16, a bias, relu), which
+ * asks no work and computes as kn_rt_gemm, and a forward window, which goes to kn_rt_wino. */
+static void test_conv(void)
+{
+    static const int64_t v[][8] = {
+        /* n, c, h, w, ph, pw, M (channels out), sxw */
+        {16, 3, 7, 9, 1, 1, 65, 1},   {13, 5, 10, 8, 0, 0, 41, 2},   {29, 4, 6, 7, 2, 2, 19, 1},
+        {16, 2, 9, 9, -1, 0, 105, 1}, {16, 41, 12, 12, 1, 1, 33, 1},
+    };
+    double worst_all = 0;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        const int64_t *p = v[i];
+        int64_t n = p[0], ch = p[1], h = p[2], w = p[3], ph = p[4], pw = p[5], M = p[6], sxw = p[7];
+        int64_t oh = h + 2 * ph - 2, ow = w + 2 * pw - 2, sxh = w * sxw + 3, sxc = h * sxh, sxn = ch * sxc + 1;
+        int64_t nx = (n - 1) * sxn + (ch - 1) * sxc + (h - 1) * sxh + (w - 1) * sxw + 1, K = n * oh * ow;
+        int64_t win[19] = {1, n, ch, h, w, 3, 3, oh, ow, 1, 1, 1, 1, ph, pw, sxn, sxc, sxh, sxw};
+        Case c;
+        case_init(&c, GEMM_F32, 1, M, 9 * ch, K, (int)i % 3, 0, 0, 0);
+        float *x = malloc((size_t)nx * sizeof *x);
+        for (int64_t e = 0; e < nx; e++) x[e] = (float)rnd();
+        write_window(&c, win, x);
+        c.g.B = x, c.g.win = win, c.g.sb_b = c.g.sb_k = c.g.sb_n = 0;
+        size_t need = kn_rt_conv_work(&c.g), bytes = (size_t)(M * 9 * ch) * sizeof(float);
+        CHECK_MSG(need > 0, "conv %zu: kn_rt_conv_work is 0, so it would compute as kn_rt_gemm", i);
+        void *work = malloc(need), *one = malloc(bytes);
+        c.fn = kn_rt_conv, c.g.work = work, c.g.work_bytes = need;
+        char what[64];
+        for (int th = 1; th <= 3; th += 2) {
+            c.g.parallel_for = th > 1 ? port_parallel_for : NULL, c.g.threads = th;
+            snprintf(what, sizeof what, "conv %zu, %d threads", i, th);
+            CHECK(case_run(&c, what));
+            if (th == 1) memcpy(one, c.g.C, bytes);
+            else CHECK_MSG(!memcmp(one, c.g.C, bytes), "conv %zu: C on 3 tasks differs from one thread's", i);
+        }
+        for (int64_t e = 0; e < M * 9 * ch; e++) {
+            double d = fabs(((float *)c.g.C)[e] - c.ref[e]) / ((K + 2) * 0x1p-24 * c.mag[e] + 1e-300);
+            worst_all = d > worst_all ? d : worst_all;
+        }
+        c.g.parallel_for = NULL, c.g.threads = 1, c.g.work_bytes = need - 1; /* short: kn_rt_gemm's */
+        CHECK(case_run(&c, "conv, work short"));
+        memcpy(one, c.g.C, bytes);
+        c.fn = kn_rt_gemm, c.g.work = NULL, c.g.work_bytes = 0;
+        CHECK(case_run(&c, "conv case by kn_rt_gemm"));
+        CHECK_MSG(!memcmp(one, c.g.C, bytes), "conv %zu: with work short, C differs from kn_rt_gemm's", i);
+        free(work), free(one), free(x);
+        case_free(&c);
+    }
+    if (getenv("KILN_TEST_VERBOSE")) printf("conv: worst error %.3g of the classical bound\n", worst_all);
+    static const int64_t d[][7] = {
+        /* t, n, h (= w), pad, bias, relu, M: declined, or (t 0) Winograd's */
+        {1, 16, 4, 1, 0, 0, 8}, {1, 12, 8, 1, 0, 0, 8}, {1, 16, 8, 1, 1, 0, 8}, {1, 16, 8, 1, 0, 1, 8}, {0, 2, 8, 1, 1, 1, 8},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+        const int64_t *p = d[i];
+        int64_t t = p[0], n = p[1], h = p[2], ch = 4, M = p[6], oh = h + 2 * p[3] - 2, cols = n * oh * oh;
+        int64_t win[19] = {t, n, ch, h, h, 3, 3, oh, oh, 1, 1, 1, 1, p[3], p[3], ch * h * h, h * h, h, 1};
+        Case c;
+        case_init(&c, GEMM_F32, 1, M, t ? 9 * ch : cols, t ? cols : 9 * ch, 0, 0, (int)p[4], p[5] ? GEMM_ACT_RELU : 0);
+        float *x = malloc((size_t)(n * ch * h * h) * sizeof *x);
+        for (int64_t e = 0; e < n * ch * h * h; e++) x[e] = (float)rnd();
+        write_window(&c, win, x);
+        c.g.B = x, c.g.win = win, c.g.sb_b = c.g.sb_k = c.g.sb_n = 0;
+        size_t need = kn_rt_conv_work(&c.g), bytes = (size_t)(c.g.M * c.g.N) * sizeof(float);
+        CHECK_MSG(t ? need == 0 : need == kn_rt_wino_work(&c.g), "conv declined %zu: kn_rt_conv_work %zu", i, need);
+        void *work = malloc(need ? need : 1), *one = malloc(bytes);
+        c.fn = kn_rt_conv, c.g.work = need ? work : NULL, c.g.work_bytes = need;
+        char what_buf[48];
+        snprintf(what_buf, sizeof what_buf, "conv declined %zu", i);
+        CHECK(case_run(&c, what_buf));
+        memcpy(one, c.g.C, bytes);
+        c.fn = t ? kn_rt_gemm : kn_rt_wino;
+        CHECK(case_run(&c, what_buf));
+        CHECK_MSG(!memcmp(one, c.g.C, bytes), "conv declined %zu: C differs from %s's", i, t ? "kn_rt_gemm" : "kn_rt_wino");
+        free(work), free(one), free(x);
+        case_free(&c);
+    }
+}
+
 int main(void)
 {
     for (int cap = 0; cap <= 2; cap++) { /* each copy of the micro-kernel this CPU has (the rest: the best below) */
@@ -449,6 +535,7 @@ int main(void)
         test_edges();
         test_same_bits();
         test_windows();
+        test_conv();
     }
     test_small_work();
     test_wino();
