@@ -65,8 +65,8 @@ static void on_error(void *opaque, const char *msg)
 static void add_symbols(TCCState *s)
 {
     ADD_SYMBOL(s, kn_rt_gemm);
-    ADD_SYMBOL(s, kn_rt_wino);
-    ADD_SYMBOL(s, kn_rt_wino_work);
+    ADD_SYMBOL(s, kn_rt_conv);
+    ADD_SYMBOL(s, kn_rt_conv_work);
     ADD_SYMBOL(s, kn_rt_vunary);
     ADD_SYMBOL(s, kn_rt_vbinary);
     ADD_SYMBOL(s, kn_rt_vcompare);

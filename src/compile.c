@@ -179,19 +179,23 @@ static int wino_pays(const GemmSpec *g, int kept)
            (kept ? g->N >= WINO_COLS_KEPT : g->N >= WINO_COLS && g->N >= w->c);
 }
 
-/* Whether the library's Winograd F(4x4, 3x3) (kn_rt_wino, src/wino_rt.c) takes the convolution g:
- * f32, relu or no act, at least a column per channel in (kn_rt_wino_work nonzero). Where it does, it
- * beats backend c's own F(2x2, 3x3) units (wino.c), which need cc's time besides: on the 2-core Zen
- * 4, ResNet-18's 64 -> 64 channel convolutions 2.7 against 3.6 ms, 128 -> 128 2.5 against 3.0 ms,
- * 256 -> 256 the same, 3.3 ms (with F(2x2, 3x3)'s weights kept, the library's transformed at every
- * call); stage 4's 512 -> 512, half a column per channel, stays F(2x2, 3x3) with its weights kept.
- * Either keeps its weights' transform where inference may (GemmSpec.ukeep). */
-static int wino_lib(const GemmSpec *s)
+/* Whether the library's kn_rt_conv takes the convolution g (kn_rt_conv_work nonzero). A forward
+ * window (Winograd F(4x4, 3x3), src/wino_rt.c): f32, relu or no act, at least a column per channel
+ * in. Where it does, it beats backend c's own F(2x2, 3x3) units (wino.c), which need cc's time
+ * besides: on the 2-core Zen 4, ResNet-18's 64 -> 64 channel convolutions 2.7 against 3.6 ms, 128 ->
+ * 128 2.5 against 3.0 ms, 256 -> 256 the same, 3.3 ms (with F(2x2, 3x3)'s weights kept, the
+ * library's transformed at every call); stage 4's 512 -> 512, half a column per channel, stays F(2x2,
+ * 3x3) with its weights kept. Either keeps its weights' transform where inference may
+ * (GemmSpec.ukeep). A transposed window (a 3x3 stride-1 convolution's weights' gradient,
+ * src/conv_rt.c): f32, a batch filling vectors of 16 images 4/5ths full at least; against backend c's
+ * SIMD units, whose pack of the window was some 40% of their time, ResNet-18's at B = 16 ran
+ * 3.5-5.1 ms where those took 5-8. */
+static int conv_lib(const GemmSpec *s)
 {
     KnRtGemm g;
     int64_t win[19];
     spec_rt_gemm(s, &g, win);
-    return kn_rt_wino_work(&g) > 0;
+    return kn_rt_conv_work(&g) > 0;
 }
 
 void spec_rt_gemm(const GemmSpec *s, KnRtGemm *g, int64_t *win)
@@ -232,8 +236,8 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     /* A a graph input (a conv's weight): a Winograd unit may keep its transform */
     int akeep = p->keep_packed && p->g->nodes[st->root[0]].op == OP_INPUT;
     g.wino = wino_pays(&g, akeep);
-    if (g.wino && wino_lib(&g)) g.wino = 2; /* the library's F(4x4, 3x3) */
-    g.ukeep = g.wino && akeep;
+    if ((g.wino || (g.win.on && g.win.t)) && conv_lib(&g)) g.wino = 2; /* the library's */
+    g.ukeep = g.wino && akeep && !g.win.t;
     char *name = arena_alloc(&p->arena, 24);
     st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
     if (!name || !st->gemm) return 0;

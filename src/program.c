@@ -153,7 +153,7 @@ typedef size_t (*BpackFn)(const void *B, void *dst);
 
 KnParallel program_lends(const Program *p)
 {
-    KnParallel par = {port_parallel_for, port_threads(), ctx_scratch, p->ctx, kn_rt_wino, kn_rt_wino_work, kn_rt_gemm};
+    KnParallel par = {port_parallel_for, port_threads(), ctx_scratch, p->ctx, kn_rt_conv, kn_rt_conv_work, kn_rt_gemm};
     return par;
 }
 
@@ -398,7 +398,7 @@ static void log_profile(const Program *p)
             double ms = (double)p->prof_ns[top[r]] / per;
             if (g && !st->gx) /* the product's sizes (batch x M x N x K) and rate */
                 snprintf(shape, sizeof shape, "  %lldx%lldx%lldx%lld%s, %.1f GFLOP/s", (long long)g->batch,
-                         (long long)g->M, (long long)g->N, (long long)g->K, g->wino ? " winograd" : "",
+                         (long long)g->M, (long long)g->N, (long long)g->K, !g->wino ? "" : g->win.t ? " kn_rt_conv" : " winograd",
                          ms > 0 ? 2.0 * (double)g->batch * (double)g->M * (double)g->N * (double)g->K / (ms * 1e6) : 0.0);
             log_line(ctx, LOG_PERF, "profile: %-12s %8.3f ms %5.1f%%  step %d %s%s", kinds[c], ms,
                      all > 0 ? 100.0 * (double)p->prof_ns[top[r]] / all : 0.0, top[r], step_name(p, st), shape);

@@ -74,8 +74,10 @@ typedef struct GemmSpec {
                                  product may be computed by Winograd F(2x2, 3x3): a target renders it so
                                  (targets/c/wino.c; same entry, buffers and epilogue contract, within
                                  rounding of the direct product) or ignores the flag (computes directly);
-                                 2: the same window, f32, by the library's F(4x4, 3x3) (kn_rt_wino,
-                                 src/gemm_rt.h), which a unit reaches through what b[4] lends */
+                                 2: f32, by the library's kn_rt_conv (src/gemm_rt.h), which a unit reaches
+                                 through what b[4] lends: the same window by F(4x4, 3x3), or a transposed
+                                 one (win.t: a weights' gradient) of a 3x3 stride-1 window with the images
+                                 in a vector's lanes */
     int ukeep;                /* 1 (with wino): the Winograd rendering also defines NAME_upack, which writes
                                  the weights' transform U (from A) into a buffer that later calls take as
                                  b[7] instead of transforming A themselves (targets/c/gemm.h); a rendering

@@ -669,23 +669,30 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
     case_free(&cs);
 }
 
-/* spec.wino 2 (the library's F(4x4, 3x3), src/wino_rt.c) in GEMM_SIMD_HOST: the unit calls what b[4]
- * lends (KnParallel.wino), in scratch from the lender (NaN bytes at every ask, one ask a call), on one
- * thread and 3 tasks with the same C bitwise; with b[4] NULL, or a KnParallel lending no wino, its
- * scalar product (NAME_direct) instead, asking for nothing; within the reference's tolerance each time,
- * the epilogue run as the runtime dialect runs it. The spec keeps the weights' transform (spec.ukeep):
- * b[7] NULL transforms A in the call; kn_rt_wino_upack's as b[7], A then overwritten, the same C. */
-static int lib_wino_runs;
-static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t M, int bias, int act,
-                          int epi)
+/* spec.wino 2 (the library's kn_rt_conv: F(4x4, 3x3), src/wino_rt.c, or with t a weights' gradient,
+ * src/conv_rt.c) in GEMM_SIMD_HOST: the unit calls what b[4] lends (KnParallel.conv), in scratch from
+ * the lender (NaN bytes at every ask, one ask a call), on one thread and 3 tasks with the same C
+ * bitwise; with b[4] NULL, or a KnParallel lending no conv, its scalar product (NAME_direct) instead,
+ * asking for nothing; within the reference's tolerance each time, the epilogue run as the runtime
+ * dialect runs it. A forward spec keeps the weights' transform (spec.ukeep): b[7] NULL transforms A in
+ * the call; kn_rt_wino_upack's as b[7], A then overwritten, the same C. */
+static int lib_conv_runs;
+static void lib_conv_case(int t, int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int64_t M, int bias,
+                          int act, int epi)
 {
     Case cs;
     void *bufs[8];
     char why[256];
-    conv3x3_case(&cs, GEMM_F32, n, c, h, w, pad, M, bias, act, epi);
-    cs.s.wino = 2, cs.s.ukeep = 1;
+    if (t) { /* the weights' gradient of that convolution */
+        int64_t batch, N, K;
+        win_geometry(1, n, 1, c, h, w, 3, 3, 1, 1, pad, pad, 1, 1, &batch, &N, &K);
+        case_init(&cs, GEMM_F32, batch, M, N, K, (int)(M % 2), 0, bias, act);
+        memset(&g_win, 0, sizeof g_win);
+        if (epi) case_epilogue(&cs);
+    } else conv3x3_case(&cs, GEMM_F32, n, c, h, w, pad, M, bias, act, epi);
+    cs.s.wino = 2, cs.s.ukeep = !t;
     char *src = with_epilogue(&cs, render(&cs.s, GEMM_SIMD_HOST));
-    CHECK(src && strstr(src, "kn_rt_wino, lent") != NULL);
+    CHECK(src && strstr(src, "kn_rt_conv, lent") != NULL);
     PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
     CHECK_MSG(m != NULL, "cc library winograd: %s", src ? why : "render");
     void *p = m ? port_jit_sym(m, "kgemm") : NULL;
@@ -700,47 +707,50 @@ static void lib_wino_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t pa
             case_bufs(&cs, bufs);
             bufs[4] = i ? &none : NULL, bufs[7] = NULL;
             f(bufs);
-            case_check(&cs, i ? "library winograd, none lent" : "library winograd, b[4] NULL");
+            case_check(&cs, i ? "library conv, none lent" : "library conv, b[4] NULL");
             CHECK(lender.asks == asks);
         }
         for (int th = 1; th <= 3; th += 2) {
-            KnParallel par = {counted_for, th, lend, &lender, kn_rt_wino, kn_rt_wino_work, NULL};
+            KnParallel par = {counted_for, th, lend, &lender, kn_rt_conv, kn_rt_conv_work, NULL};
             int asks = lender.asks;
             port_set_threads(th);
             case_bufs(&cs, bufs);
             bufs[4] = &par, bufs[7] = NULL;
             f(bufs);
-            case_check(&cs, "library winograd");
-            CHECK_MSG(lender.asks - asks == 1, "library winograd, %d threads: %d asks for scratch (kn_rt_wino "
-                      "declined?)", th, lender.asks - asks);
+            case_check(&cs, t ? "library weights' gradient" : "library winograd");
+            CHECK_MSG(lender.asks - asks == 1, "library conv (t %d), %d threads: %d asks for scratch (kn_rt_conv "
+                      "declined?)", t, th, lender.asks - asks);
             if (th == 1) memcpy(Cg1, cs.Cg, bytes);
-            else CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "library winograd: C on 3 tasks differs from one thread's");
-            lib_wino_runs++;
+            else CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "library conv (t %d): C on 3 tasks differs from one "
+                           "thread's", t);
+            lib_conv_runs++;
         }
         port_set_threads(0);
-        const GemmWindow *gw = &cs.s.win; /* the transform kept */
-        int64_t win[19] = {gw->t, gw->n, gw->c, gw->h, gw->w, gw->kh, gw->kw, gw->oh, gw->ow, gw->sh,
-                           gw->sw, gw->dh, gw->dw, gw->ph, gw->pw, gw->sx_n, gw->sx_c, gw->sx_h, gw->sx_w};
-        KnRtGemm g = {0};
-        g.A = cs.A, g.dtype = GEMM_F32, g.act = act, g.batch = 1, g.M = M, g.N = cs.s.N, g.K = cs.s.K, g.win = win;
-        g.sa_m = cs.s.sa_m, g.sa_k = cs.s.sa_k;
-        size_t ub = kn_rt_wino_upack(&g, NULL);
-        char *mem = malloc(ub + 64);
-        void *kept = mem ? mem + (64 - (uintptr_t)mem % 64) % 64 : NULL, *A0 = malloc((size_t)cs.na * 4);
-        if (CHECK(ub > 0 && kept && A0) && CHECK(kn_rt_wino_upack(&g, kept) == ub)) {
-            KnParallel par = {counted_for, 2, lend, &lender, kn_rt_wino, kn_rt_wino_work, NULL};
-            memcpy(A0, cs.A, (size_t)cs.na * 4);
-            for (int64_t i = 0; i < cs.na; i++) set(cs.A, GEMM_F32, i, 1e30); /* b[7] is the weights now */
-            port_set_threads(2);
-            case_bufs(&cs, bufs);
-            bufs[4] = &par, bufs[7] = kept;
-            f(bufs);
-            CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "library winograd, U kept: C differs from transforming A");
-            port_set_threads(0);
-            memcpy(cs.A, A0, (size_t)cs.na * 4);
-            lib_wino_runs++;
+        if (!t) { /* the transform kept */
+            const GemmWindow *gw = &cs.s.win;
+            int64_t win[19] = {gw->t, gw->n, gw->c, gw->h, gw->w, gw->kh, gw->kw, gw->oh, gw->ow, gw->sh,
+                               gw->sw, gw->dh, gw->dw, gw->ph, gw->pw, gw->sx_n, gw->sx_c, gw->sx_h, gw->sx_w};
+            KnRtGemm g = {0};
+            g.A = cs.A, g.dtype = GEMM_F32, g.act = act, g.batch = 1, g.M = M, g.N = cs.s.N, g.K = cs.s.K, g.win = win;
+            g.sa_m = cs.s.sa_m, g.sa_k = cs.s.sa_k;
+            size_t ub = kn_rt_wino_upack(&g, NULL);
+            char *mem = malloc(ub + 64);
+            void *kept = mem ? mem + (64 - (uintptr_t)mem % 64) % 64 : NULL, *A0 = malloc((size_t)cs.na * 4);
+            if (CHECK(ub > 0 && kept && A0) && CHECK(kn_rt_wino_upack(&g, kept) == ub)) {
+                KnParallel par = {counted_for, 2, lend, &lender, kn_rt_conv, kn_rt_conv_work, NULL};
+                memcpy(A0, cs.A, (size_t)cs.na * 4);
+                for (int64_t i = 0; i < cs.na; i++) set(cs.A, GEMM_F32, i, 1e30); /* b[7] is the weights now */
+                port_set_threads(2);
+                case_bufs(&cs, bufs);
+                bufs[4] = &par, bufs[7] = kept;
+                f(bufs);
+                CHECK_MSG(memcmp(cs.Cg, Cg1, bytes) == 0, "library winograd, U kept: C differs from transforming A");
+                port_set_threads(0);
+                memcpy(cs.A, A0, (size_t)cs.na * 4);
+                lib_conv_runs++;
+            }
+            free(mem), free(A0);
         }
-        free(mem), free(A0);
     }
     free(Cg1);
     port_jit_free(m);
@@ -925,11 +935,13 @@ int main(void)
             wino_case(GEMM_F32, 1, 3, 3, 3, 0, 2, 0, GEMM_ACT_NONE, 0);    /* one output */
             wino_case(GEMM_F32, 2, 9, 32, 32, 1, 18, 1, GEMM_ACT_RELU, 0); /* 16 tiles a row: a vector each */
             wino_case(GEMM_F64, 3, 17, 6, 7, 1, 21, 1, GEMM_ACT_NONE, 1);
-            /* n, c, h, w, pad, M (channels out), bias, act, epilogue */
-            lib_wino_case(1, 17, 9, 11, 1, 19, 0, GEMM_ACT_NONE, 0);
-            lib_wino_case(3, 5, 7, 5, 0, 33, 1, GEMM_ACT_RELU, 1);
-            lib_wino_case(2, 40, 16, 16, 1, 24, 0, GEMM_ACT_NONE, 1);
-            CHECK(lib_wino_runs == 9);
+            /* t (a weights' gradient), n, c, h, w, pad, M (channels out), bias, act, epilogue */
+            lib_conv_case(0, 1, 17, 9, 11, 1, 19, 0, GEMM_ACT_NONE, 0);
+            lib_conv_case(0, 3, 5, 7, 5, 0, 33, 1, GEMM_ACT_RELU, 1);
+            lib_conv_case(0, 2, 40, 16, 16, 1, 24, 0, GEMM_ACT_NONE, 1);
+            lib_conv_case(1, 16, 5, 8, 8, 1, 24, 0, GEMM_ACT_NONE, 0);
+            lib_conv_case(1, 14, 3, 9, 10, 0, 53, 0, GEMM_ACT_NONE, 1);
+            CHECK(lib_conv_runs == 13);
             /* dt, batch, M, N, K, layout A, layout B, bias, act, epilogue */
             lent_case(GEMM_F32, 1, 16, 10, 512, 0, 0, 1, GEMM_ACT_NONE, 0);
             lent_case(GEMM_F32, 3, 17, 33, 65, 1, 1, 0, GEMM_ACT_RELU, 1);

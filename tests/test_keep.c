@@ -289,25 +289,28 @@ static void case_small(void)
     kn_ctx_free(ctx);
 }
 
-/* x (2, 64, 12, 12): 288 columns, which the library's Winograd F(4x4, 3x3) takes (kn_rt_wino, on
- * backend c through what the program lends its units, on tcc by name; the generated source says which):
- * inference calls and compiled training steps against eager (the source
- * checked where the backend runs: under wasm32, which has neither, programs fall back to the interpreter) */
+/* x (16, 64, 12, 12): 2304 columns, which the library's Winograd F(4x4, 3x3) takes, and 16 images of
+ * 144 positions, whose weights' gradients it computes with the images in a vector's lanes (kn_rt_conv,
+ * on backend c through what the program lends its units, on tcc by name; the generated source says
+ * which): inference calls and compiled training steps against eager (the source checked where the
+ * backend runs: under wasm32, which has neither, programs fall back to the interpreter) */
 static const char *lib_marker;
-static int lib_seen;
+static int lib_seen, wgrad_seen;
 static void source_sink(void *user, const char *line)
 {
     (void)user;
-    lib_seen |= strstr(line, lib_marker) != NULL;
+    const char *at = strstr(line, lib_marker);
+    lib_seen |= at != NULL;
+    wgrad_seen |= at && strstr(at, "(a weights' gradient)") != NULL;
 }
 
 static void case_library(int bi)
 {
     kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 9});
-    lib_marker = bi ? "through kn_rt_wino" : "through the library's kn_rt_wino, lent", lib_seen = 0;
+    lib_marker = bi ? "through kn_rt_conv" : "through the library's kn_rt_conv, lent", lib_seen = wgrad_seen = 0;
     kn_set_log(ctx, source_sink, NULL);
     kn_set_logs(ctx, "output_code");
-    cnn_x[2] = cnn_x[3] = 12;
+    cnn_x[0] = 16, cnn_x[2] = cnn_x[3] = 12;
     Mlp m = model(ctx);
     kn_tensor *x = make_x(ctx), *in[1] = {x}, *out[1];
     kn_compile_opts o = {.backend = bes[bi], .params = m.p, .nparams = 4, .name = "infer"};
@@ -317,7 +320,8 @@ static void case_library(int bi)
     kn_fn_info info;
     CHECK(kn_fn_stats(f, &info) == KN_OK);
     if (info.backend && !strcmp(info.backend, bname[bi])) /* not where the target cannot run (wasm32: the interpreter) */
-        CHECK_MSG(lib_seen, "cnn %s: no unit calls the library's Winograd (\"%s\")", bname[bi], lib_marker);
+        CHECK_MSG(lib_seen && !wgrad_seen, "cnn %s: no unit calls the library's Winograd (\"%s\"), or one "
+                  "computes a weights' gradient in inference", bname[bi], lib_marker);
     kn_compile_opts to = {.backend = bes[bi], .params = m.p, .nparams = 4, .name = "train"};
     kn_fn *t = kn_compile(ctx, train_body, &m, &to);
     for (int step = 0; step < 2; step++) { /* the step's loss, before it updates, against eager's */
@@ -338,7 +342,10 @@ static void case_library(int bi)
         kn_set_grad_enabled(ctx, 0);
         three_calls(ctx, f, &m, in, 1, m.p[0], bi, "library winograd, after a compiled step");
     }
-    cnn_x[2] = cnn_x[3] = SIDE;
+    if (kn_fn_stats(t, &info) == KN_OK && info.backend && !strcmp(info.backend, bname[bi]))
+        CHECK_MSG(wgrad_seen, "cnn %s: no unit of the training step calls the library for a weights' gradient",
+                  bname[bi]);
+    cnn_x[0] = CB, cnn_x[2] = cnn_x[3] = SIDE;
     kn_fn_free(t);
     kn_fn_free(f);
     kn_optim_free(m.opt);

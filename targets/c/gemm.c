@@ -199,9 +199,10 @@ static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
         d.name = name, d.wino = 0;
         render_scalar(o, &d);
     }
-    gemm_put(o, "/* kiln gemm %s (runtime): C[%lld][%lld][%lld] = A . B through %s */\n", n, (ll)s->batch, (ll)s->M,
-        (ll)s->N, lent ? (s->wino ? "the library's kn_rt_wino, lent" : "the library's kn_rt_gemm, lent")
-                       : s->wino ? "kn_rt_wino" : "kn_rt_gemm");
+    gemm_put(o, "/* kiln gemm %s (runtime): C[%lld][%lld][%lld] = A . B through %s%s */\n", n, (ll)s->batch, (ll)s->M,
+        (ll)s->N, lent ? (s->wino ? "the library's kn_rt_conv, lent" : "the library's kn_rt_gemm, lent")
+                       : s->wino ? "kn_rt_conv" : "kn_rt_gemm",
+        s->win.on && s->win.t ? " (a weights' gradient)" : "");
     gemm_put(o, "#include <stddef.h>\n#include <stdint.h>\n");
     gemm_put(o, "#ifndef KN_RT_GEMM\n#define KN_RT_GEMM\n"
            "typedef struct KnRtGemm {\n    void *C;\n    const void *A, *B, *bias;\n    int64_t batch, M, N, K;\n"
@@ -209,17 +210,17 @@ static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
            "    int (*parallel_for)(int n, void (*fn)(void *arg, int i), void *arg);\n    int threads;\n"
            "    void *work;\n    size_t work_bytes;\n    const int64_t *win;\n    const void *wino_u;\n} KnRtGemm;\n"
            "typedef struct {\n    int (*parallel_for)(int, void (*)(void *, int), void *);\n    int threads;\n"
-           "    void *(*scratch)(void *, size_t);\n    void *owner;\n    void (*wino)(const KnRtGemm *);\n"
-           "    size_t (*wino_work)(const KnRtGemm *);\n    void (*gemm)(const KnRtGemm *);\n"
+           "    void *(*scratch)(void *, size_t);\n    void *owner;\n    void (*conv)(const KnRtGemm *);\n"
+           "    size_t (*conv_work)(const KnRtGemm *);\n    void (*gemm)(const KnRtGemm *);\n"
            "} KnRtPar; /* KnParallel */\n"
            "typedef void (*KnRtEpi)(void **, int64_t, int64_t, int64_t, int64_t, int64_t);\n"
-           "void kn_rt_gemm(const KnRtGemm *g);\nsize_t kn_rt_wino_work(const KnRtGemm *g);\n"
-           "void kn_rt_wino(const KnRtGemm *g);\n#endif\n");
+           "void kn_rt_gemm(const KnRtGemm *g);\nsize_t kn_rt_conv_work(const KnRtGemm *g);\n"
+           "void kn_rt_conv(const KnRtGemm *g);\n#endif\n");
     if (s->epilogue) gemm_put(o, "void %s(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, int64_t n1);\n", s->epilogue);
     if (lent) gemm_put(o, "void %s_direct(void **b);\n", n);
     gemm_put(o, "void %s(void **b)\n{\n    KnRtGemm g;\n    const KnRtPar *par = (const KnRtPar *)b[4];\n", n);
     if (lent)
-        gemm_put(o, "    if (!par || !par->%s) {\n        %s_direct(b);\n        return;\n    }\n", s->wino ? "wino" : "gemm", n);
+        gemm_put(o, "    if (!par || !par->%s) {\n        %s_direct(b);\n        return;\n    }\n", s->wino ? "conv" : "gemm", n);
     if (s->win.on) {
         const GemmWindow *w = &s->win;
         gemm_put(o, "    static const int64_t win[19] = {%d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
@@ -235,15 +236,15 @@ static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
     gemm_put(o, "    g.parallel_for = par ? par->parallel_for : 0, g.threads = par ? par->threads : 1;\n");
     gemm_put(o, "    g.work = 0, g.work_bytes = 0, g.win = %s, g.wino_u = %s;\n", s->win.on ? "win" : "0",
         s->ukeep ? "b[7]" : "0"); /* b[7]: the weights' transform kept (kn_rt_wino_upack), or NULL */
-    if (lent && s->wino) /* F(4x4, 3x3) in the scratch b[4] lends (kn_rt_wino computes directly without it) */
-        gemm_put(o, "    g.work_bytes = par->wino_work(&g);\n"
+    if (lent && s->wino) /* kn_rt_conv in the scratch b[4] lends (computing directly without it) */
+        gemm_put(o, "    g.work_bytes = par->conv_work(&g);\n"
                "    if (g.work_bytes && par->scratch) g.work = par->scratch(par->owner, g.work_bytes);\n"
-               "    par->wino(&g);\n");
+               "    par->conv(&g);\n");
     else if (lent) gemm_put(o, "    par->gemm(&g);\n");
     else if (s->wino)
-        gemm_put(o, "    g.work_bytes = kn_rt_wino_work(&g);\n"
+        gemm_put(o, "    g.work_bytes = kn_rt_conv_work(&g);\n"
                "    if (g.work_bytes && par && par->scratch) g.work = par->scratch(par->owner, g.work_bytes);\n"
-               "    kn_rt_wino(&g);\n");
+               "    kn_rt_conv(&g);\n");
     else gemm_put(o, "    kn_rt_gemm(&g);\n");
     if (s->epilogue)
         gemm_put(o, "    {\n        KnRtEpi epi = b[6] ? (KnRtEpi)b[6] : %s;\n        int64_t t;\n"
@@ -769,8 +770,9 @@ size_t gemm_render(const GemmSpec *s, int dialect, char *buf, size_t cap)
             s->N != (w->t ? rows : cols))
             return 0;
     }
-    if ((s->wino && !wino_valid(s)) || (s->ukeep && !s->wino) || s->wino < 0 || s->wino > 2) return 0;
-    if (s->wino == 2 && s->dtype != GEMM_F32) return 0;
+    if ((s->wino == 1 && !wino_valid(s)) || (s->ukeep && !s->wino) || s->wino < 0 || s->wino > 2) return 0;
+    if (s->wino == 2 && (s->dtype != GEMM_F32 || !s->win.on || s->batch != 1 || (s->ukeep && !wino_valid(s))))
+        return 0;
     int simd = dialect == GEMM_SIMD || dialect == GEMM_SIMD_HOST;
     if (s->wino == 1 && simd) return wino_render(s, dialect, buf, cap);
     o.buf = buf;

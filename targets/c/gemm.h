@@ -55,12 +55,13 @@
  *   (port/jit_tcc.c gives libtcc the symbol). Threads through b[4], as
  *   GEMM_SIMD; the epilogue runs once per batch index on the whole of C,
  *   after the product. Reentrant: scratch is on the stack, but for a
- *   spec.wino unit's, which calls kn_rt_wino (Winograd F(4x4, 3x3)) with
+ *   spec.wino unit's, which calls kn_rt_conv (Winograd F(4x4, 3x3), or a
+ *   weights' gradient with the images in lanes) with
  *   the scratch b[4] lends.
  * - GEMM_LENT: GEMM_RUNTIME for code that links nothing of kiln's (backend
  *   c's units, compiled by cc): the library's GEMM (or Winograd, for
  *   spec.wino 2, which the SIMD dialects render so too) through the
- *   function b[4] lends (KnParallel.gemm, .wino), and where none is lent
+ *   function b[4] lends (KnParallel.gemm, .conv), and where none is lent
  *   NAME_direct, the scalar dialect's product, rendered with it. A fraction
  *   of the SIMD dialects' text: for products too small for their speed to
  *   repay their compile.
@@ -140,10 +141,10 @@ typedef struct KnParallel {
     int threads;
     void *(*scratch)(void *owner, size_t bytes);
     void *owner;
-    /* kn_rt_wino, kn_rt_wino_work and kn_rt_gemm (src/gemm_rt.h), for GEMM_LENT units (and spec.wino
+    /* kn_rt_conv, kn_rt_conv_work and kn_rt_gemm (src/gemm_rt.h), for GEMM_LENT units (and spec.wino
      * 2 ones) of backend c, which link nothing of kiln's; NULL: such a unit computes in scalar loops */
-    void (*wino)(const struct KnRtGemm *g);
-    size_t (*wino_work)(const struct KnRtGemm *g);
+    void (*conv)(const struct KnRtGemm *g);
+    size_t (*conv_work)(const struct KnRtGemm *g);
     void (*gemm)(const struct KnRtGemm *g);
 } KnParallel;
 
@@ -166,11 +167,12 @@ void gemm_put_act(GemmOut *o, const GemmSpec *s, const char *x);
  * by Winograd F(2x2, 3x3) (wino.c: the same entry NAME(b), b[0..6] as
  * above; epilogue called on each output channel's run of columns, t 0;
  * a batched GEMM unit NAME_wg of the dialect inside; no NAME_isa);
- * GEMM_RUNTIME calls the library's F(4x4, 3x3) (src/wino_rt.c), which
- * computes directly where it would not pay; GEMM_SCALAR computes the
- * product directly. A spec with
- * wino but not wino_valid (3x3 stride-1 dilation-1 forward window, batch
- * 1) is invalid.
+ * GEMM_RUNTIME calls the library's F(4x4, 3x3) (kn_rt_conv, src/wino_rt.c),
+ * which computes directly where it would not pay; GEMM_SCALAR computes the
+ * product directly. A spec with wino 1 but not wino_valid (3x3 stride-1
+ * dilation-1 forward window, batch 1) is invalid. spec.wino 2 is f32 and
+ * also takes a transposed window (a weights' gradient: kn_rt_conv computes
+ * it with the images in a vector's lanes, src/conv_rt.c, or as kn_rt_gemm).
  *
  * The weights' transform kept (spec.ukeep, with wino): the Winograd
  * rendering also defines
