@@ -1153,7 +1153,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
 }
 
 /* ---- the program cache ----
- * A target with a cache_tag (backend c) keeps each program it compiled in
+ * A target with a cache_tag (backends c and tcc) keeps each program it compiled in
  * the port's cache directory, so that a later process compiling the same
  * graph skips scheduling, lowering, the loop passes, planning and rendering:
  *

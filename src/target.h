@@ -99,9 +99,10 @@ typedef struct Target {
     /* optional: a dot as a tuned template, b[0] = C, b[1] = A, b[2] = B, b[3] = bias, b[4] = thread pool,
      * b[5] = the epilogue's buffers, b[6] = the epilogue's entry (NULL: the one the spec names); snprintf-style */
     size_t (*render_dot)(const GemmSpec *s, char *buf, size_t cap);
-    /* optional: what the rendered text depends on besides the kernels (the instruction set), for a
-     * target whose load caches its work on disk; compile.c then caches whole programs (their steps and
-     * source) under a key that includes it. NULL: programs are compiled afresh in each process. */
+    /* optional: what the rendered text depends on besides the kernels (the instruction set); compile.c
+     * then caches whole programs (their steps and source) under a key that includes it, so that a later
+     * process skips scheduling, lowering and rendering (load still runs: cc's through its own cache of
+     * shared objects, TinyCC's compiling the text). NULL: programs are compiled afresh in each process. */
     const char *(*cache_tag)(void);
 } Target;
 

@@ -903,7 +903,7 @@ static void test_conv_winograd(kn_ctx *ctx)
     kn_scope_end(ctx);
 }
 
-/* The program cache (backend c): in a fresh $KILN_CACHE_DIR a program (a dot
+/* The program cache (backends c and tcc): in a fresh $KILN_CACHE_DIR a program (a dot
  * with its epilogue, loop kernels, a gather with its index check) is compiled,
  * then taken from its entry, equal to eager both times; an entry that is
  * corrupt (a flipped byte), truncated, of another key, or whole by its
@@ -941,14 +941,14 @@ static int read_prog(const char *dir, char *path, size_t cap, unsigned char **da
 }
 
 /* One compile and run of c_cached: whether it came from the cache (-1: failed). */
-static int cached_pass(kn_ctx *ctx, kn_tensor *const *in, kn_tensor *want, const char *what)
+static int cached_pass(kn_ctx *ctx, CompileBackend be, kn_tensor *const *in, kn_tensor *want, const char *what)
 {
     kn_scope_begin(ctx);
     ctx->trace = graph_new(ctx);
     kn_tensor *y = c_cached(ctx, in);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    CompileOpts o = {BACKEND_C, KN_MODE_DEFAULT, 0, NULL};
+    CompileOpts o = {be, KN_MODE_DEFAULT, 0, NULL};
     Program *p = y ? compile_graph(ctx, g, &y->node, 1, &o) : NULL;
     kn_tensor *got = NULL;
     ProgramStats st = {0, 0, 0, 0, "?", 0, 0, 0, 0, 0};
@@ -956,9 +956,10 @@ static int cached_pass(kn_ctx *ctx, kn_tensor *const *in, kn_tensor *want, const
     int same = 0;
     double d = p && program_run(p, g->input_vals, (int)g->ninputs, &got) == KN_OK ? max_diff(ctx, got, want, &same)
                                                                                   : INFINITY;
-    CHECK_MSG(same && d < 2e-5, "program cache, %s: %s, max rel diff %g", what, kn_last_error(ctx), d);
-    CHECK_MSG(st.interp_steps == 0 && st.kernels >= 2, "program cache, %s: %d kernels, %d on the interpreter", what,
-              st.kernels, st.interp_steps);
+    const char *bn = be == BACKEND_C ? "c" : "tcc";
+    CHECK_MSG(same && d < 2e-5, "program cache, %s, %s: %s, max rel diff %g", bn, what, kn_last_error(ctx), d);
+    CHECK_MSG(st.interp_steps == 0 && st.kernels >= 2 && !strcmp(st.backend, bn), "program cache, %s, %s: %d "
+              "kernels, %d on the interpreter, backend %s", bn, what, st.kernels, st.interp_steps, st.backend);
     kn_clear_error(ctx);
     program_free(p);
     graph_free(g);
@@ -970,41 +971,46 @@ static int cached_pass(kn_ctx *ctx, kn_tensor *const *in, kn_tensor *want, const
 static void test_program_cache(kn_ctx *ctx, kn_tensor *const *in)
 {
 #if defined(__unix__) && !defined(__wasi__)
-    char dir[] = "/tmp/kiln-test-progcache-XXXXXX", path[512], why[256];
-    char *saved;
-    if (!cache_dir_begin(dir, &saved)) return;
-    kn_scope_begin(ctx);
-    kn_tensor *want = c_cached(ctx, in);
-    CHECK(cached_pass(ctx, in, want, "cold") == 0);
-    CHECK(cached_pass(ctx, in, want, "warm") == 1);
-    unsigned char *data = NULL;
-    size_t size = 0;
-    CHECK(read_prog(dir, path, sizeof path, &data, &size) && size > 64);
-    for (int bad = 0; bad < 4 && data; bad++) {
-        unsigned char *d = malloc(size);
-        size_t n = size;
-        memcpy(d, data, size);
-        if (bad == 0) d[size / 2] ^= 0x40;                 /* corrupt: the checksum disagrees */
-        if (bad == 1) n = size / 3;                        /* truncated */
-        if (bad == 2) d[8] ^= 1;                           /* another key */
-        if (bad == 3) {                                    /* whole, but the first step's node out of range */
-            uint64_t v = 0xffffffffull, sum;
-            size_t at = 32 + 8 * 3;
-            uint64_t nodes = 0;
-            for (int i = 0; i < 8; i++) nodes |= (uint64_t)d[32 + i] << 8 * i;
-            at += 8 * (size_t)nodes + 8; /* past the offsets and the step count */
-            for (int i = 0; i < 8; i++) d[at + i] = (unsigned char)(v >> 8 * i);
-            sum = fnv64(d + 32, size - 32);
-            for (int i = 0; i < 8; i++) d[24 + i] = (unsigned char)(sum >> 8 * i);
+    for (int b = 0; b < 2; b++) {
+        CompileBackend be = b ? BACKEND_TCC : BACKEND_C;
+        if (!port_jit_available(b ? PORT_TCC : PORT_CC)) continue;
+        char dir[] = "/tmp/kiln-test-progcache-XXXXXX", path[512], why[256];
+        char *saved;
+        if (!cache_dir_begin(dir, &saved)) return;
+        kn_scope_begin(ctx);
+        kn_tensor *want = c_cached(ctx, in);
+        CHECK(cached_pass(ctx, be, in, want, "cold") == 0);
+        CHECK(cached_pass(ctx, be, in, want, "warm") == 1);
+        unsigned char *data = NULL;
+        size_t size = 0;
+        CHECK(read_prog(dir, path, sizeof path, &data, &size) && size > 64);
+        for (int bad = 0; bad < 4 && data; bad++) {
+            unsigned char *d = malloc(size);
+            size_t n = size;
+            memcpy(d, data, size);
+            if (bad == 0) d[size / 2] ^= 0x40;                 /* corrupt: the checksum disagrees */
+            if (bad == 1) n = size / 3;                        /* truncated */
+            if (bad == 2) d[8] ^= 1;                           /* another key */
+            if (bad == 3) {                                    /* whole, but the first step's node out of range */
+                uint64_t v = 0xffffffffull, sum;
+                size_t at = 32 + 8 * 3;
+                uint64_t nodes = 0;
+                for (int i = 0; i < 8; i++) nodes |= (uint64_t)d[32 + i] << 8 * i;
+                at += 8 * (size_t)nodes + 8; /* past the offsets and the step count */
+                for (int i = 0; i < 8; i++) d[at + i] = (unsigned char)(v >> 8 * i);
+                sum = fnv64(d + 32, size - 32);
+                for (int i = 0; i < 8; i++) d[24 + i] = (unsigned char)(sum >> 8 * i);
+            }
+            CHECK(port_write_file(path, d, n, why) == 0);
+            CHECK_MSG(cached_pass(ctx, be, in, want, "a bad entry") == 0, "bad entry %d trusted (%s)", bad, b ? "tcc" : "c");
+            CHECK_MSG(cached_pass(ctx, be, in, want, "rewritten") == 1, "bad entry %d not rewritten (%s)", bad,
+                      b ? "tcc" : "c");
+            free(d);
         }
-        CHECK(port_write_file(path, d, n, why) == 0);
-        CHECK_MSG(cached_pass(ctx, in, want, "a bad entry") == 0, "bad entry %d trusted", bad);
-        CHECK_MSG(cached_pass(ctx, in, want, "rewritten") == 1, "bad entry %d not rewritten", bad);
-        free(d);
+        free(data);
+        kn_scope_end(ctx);
+        cache_dir_end(dir, saved);
     }
-    free(data);
-    kn_scope_end(ctx);
-    cache_dir_end(dir, saved);
 #else
     (void)ctx;
     (void)in;
