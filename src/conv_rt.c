@@ -157,14 +157,14 @@ INLINE void pack_a(const Job *j, Ix k0, Ix k1)
         }
 }
 
-/* The sum of v's lanes: halves added twice, then four in order (one order everywhere) */
-INLINE float lanes(VF v)
+/* The sum of *pv's lanes: halves added twice, then four in order (one order everywhere) */
+INLINE float lanes(const VF *pv)
 {
     typedef float V8 __attribute__((vector_size(32)));
     typedef float V4 __attribute__((vector_size(16)));
     V8 h0, h1;
     V4 q0, q1;
-    memcpy(&h0, &v, sizeof h0), memcpy(&h1, (char *)&v + sizeof h0, sizeof h1);
+    memcpy(&h0, pv, sizeof h0), memcpy(&h1, (const char *)pv + sizeof h0, sizeof h1);
     h0 += h1;
     memcpy(&q0, &h0, sizeof q0), memcpy(&q1, (char *)&h0 + sizeof q0, sizeof q1);
     q0 += q1;
@@ -176,8 +176,9 @@ INLINE float lanes(VF v)
 #define PUT9(r, row)                                                                                                   \
     do {                                                                                                               \
         float *o_ = (float *)j->g->C + (row) * 9 * j->C + c * 9;                                                       \
-        o_[0] = lanes(r##0), o_[1] = lanes(r##1), o_[2] = lanes(r##2), o_[3] = lanes(r##3), o_[4] = lanes(r##4);      \
-        o_[5] = lanes(r##5), o_[6] = lanes(r##6), o_[7] = lanes(r##7), o_[8] = lanes(r##8);                            \
+        o_[0] = lanes(&r##0), o_[1] = lanes(&r##1), o_[2] = lanes(&r##2), o_[3] = lanes(&r##3);                       \
+        o_[4] = lanes(&r##4), o_[5] = lanes(&r##5), o_[6] = lanes(&r##6), o_[7] = lanes(&r##7);                       \
+        o_[8] = lanes(&r##8);                                                                                          \
     } while (0)
 
 /* C's rows k .. k+R-1 (those below K) at channel in c: R x 9 sums over every position. x0, x1, x2 walk

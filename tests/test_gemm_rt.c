@@ -514,7 +514,7 @@ static void test_conv(void)
         size_t need = kn_rt_conv_work(&c.g), bytes = (size_t)(c.g.M * c.g.N) * sizeof(float);
         CHECK_MSG(t ? need == 0 : need == kn_rt_wino_work(&c.g), "conv declined %zu: kn_rt_conv_work %zu", i, need);
         void *work = malloc(need ? need : 1), *one = malloc(bytes);
-        c.fn = kn_rt_conv, c.g.work = need ? work : NULL, c.g.work_bytes = need;
+        c.fn = kn_rt_conv, c.g.work = need ? work : NULL, c.g.work_bytes = need, c.slack = t ? 1 : WINO_SLACK;
         char what_buf[48];
         snprintf(what_buf, sizeof what_buf, "conv declined %zu", i);
         CHECK(case_run(&c, what_buf));
