@@ -48,8 +48,8 @@ typedef ptrdiff_t Ix;
 enum { L = 16, MAXT = 16 };
 #define MIN_MACS (1LL << 20) /* below this, kn_rt_gemm */
 /* positions of an image below which kn_rt_gemm: a block's sums (two channels out by one in) over
- * ResNet-18's stage 4, 4 x 4, took longer to add across the lanes than to make (64 x 512 x 4608 at
- * B = 16: 4.7 ms against kn_rt_gemm's 4.4) */
+ * ResNet-18's stage 4, 4 x 4, took longer to add across the lanes than to make (its 512 x 4608 x 256
+ * at B = 16: 5.0 ms in situ against backend c's unit's 4.4-4.8) */
 #define MIN_PLANE 32
 #define GROUP_FLOATS (1 << 16) /* Xp's planes a block goes over before the next block: 256 KB, in L2 */
 

@@ -445,7 +445,7 @@ static void test_wino(void)
  * in the lanes) against the double reference of the window written out, within the classical bound (it
  * sums in another order, not beyond it: KILN_TEST_VERBOSE=1 prints the worst); on one thread and on 3
  * tasks, bitwise the same C; with a byte of work short, kn_rt_gemm's C bitwise. A batch of 16, of 13
- * (lanes left empty) and of 29 (two vectors of images), padding 0, 1 and 2 and a crop, an input with
+ * (lanes left empty) and of 29 (two vectors of images), padding 0, 1 and 2 and crops, an input with
  * padded strides (one with columns 2 apart), A row-major, transposed and with padded rows, output
  * channels odd (the last block of two half empty), channels enough for two groups (products of 2^20
  * multiply-adds at least: it leaves smaller ones to kn_rt_gemm). Then the geometry it
@@ -456,7 +456,7 @@ static void test_conv(void)
     static const int64_t v[][8] = {
         /* n, c, h, w, ph, pw, M (channels out), sxw */
         {16, 3, 7, 9, 1, 1, 65, 1},   {13, 5, 10, 8, 0, 0, 41, 2},   {29, 4, 6, 7, 2, 2, 19, 1},
-        {16, 2, 9, 9, -1, 0, 105, 1}, {16, 41, 12, 12, 1, 1, 33, 1},
+        {16, 2, 9, 9, -1, 0, 105, 1}, {16, 41, 12, 12, 1, 1, 33, 1}, {16, 2, 9, 11, 0, -1, 105, 2},
     };
     double worst_all = 0;
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
