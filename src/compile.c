@@ -1196,7 +1196,7 @@ typedef struct {
 
 static void pc_put(PcOut *o, const void *v, size_t n)
 {
-    if (o->oom) return;
+    if (o->oom || !n) return; /* v may be NULL then (a program with no source: pc_str) */
     if (o->n + n > o->cap) {
         size_t cap = o->cap ? 2 * o->cap : 4096;
         while (cap < o->n + n) cap *= 2;
