@@ -186,7 +186,7 @@ static void render_scalar(GemmOut *o, const GemmSpec *s)
  * the whole of C, after the GEMM: every tile is final by then.
  *
  * lent (GEMM_LENT, and spec.wino 2 in the SIMD dialects: backend c): the product is the library's
- * GEMM, or F(4x4, 3x3), through the function b[4] lends (KnParallel.gemm, .wino), since a unit
+ * GEMM, or its kn_rt_conv, through the function b[4] lends (KnParallel.gemm, .conv), since a unit
  * compiled by cc links nothing of kiln's; without it, NAME_direct, the scalar dialect's product
  * (rendered first). */
 static void render_runtime(GemmOut *o, const GemmSpec *s, int lent)
