@@ -335,8 +335,9 @@ int kn_rt_isa(void)
 static const Kit *pick_kit(int dtype)
 {
 #ifdef KN_RT_AVX2
-    if (kit_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return &kit_avx512[dtype];
-    if (kit_cap >= 1 && __builtin_cpu_supports("avx2")) return &kit_avx2[dtype];
+    int isa = kn_rt_isa();
+    if (isa == 2) return &kit_avx512[dtype];
+    if (isa == 1) return &kit_avx2[dtype];
 #endif
     return &kit_base[dtype];
 }

@@ -84,7 +84,7 @@ void kn_rt_conv(const KnRtGemm *g);
  * default; a copy the CPU lacks is never picked); returns the cap before. Not for concurrent use with
  * calls: it is the one static the GEMM reads. */
 int kn_rt_gemm_cap(int cap);
-/* The copy that cap and the CPU leave kn_rt_gemm and kn_rt_conv's weight gradients (0, 1 or 2) */
+/* The copy that cap and the CPU leave kn_rt_gemm, kn_rt_wino and kn_rt_conv (0, 1 or 2) */
 int kn_rt_isa(void);
 
 #endif

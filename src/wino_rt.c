@@ -354,14 +354,12 @@ DEFINE_PASSES(avx512, __attribute__((target("avx512f"))))
 
 typedef void (*Pass)(void *, int);
 
-/* the passes of the best copy the CPU runs: 2 AVX-512, 1 AVX2, 0 the baseline */
+/* the passes of the copy kn_rt_isa picks: 2 AVX-512, 1 AVX2, 0 the baseline */
 static const Pass *passes(void)
 {
     static const Pass all[3][2] = {{weights_base, chunks_base}, {weights_avx2, chunks_avx2},
                                    {weights_avx512, chunks_avx512}};
-    __builtin_cpu_init();
-    int f = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-    return all[f];
+    return all[kn_rt_isa()];
 }
 #else
 typedef void (*Pass)(void *, int);
