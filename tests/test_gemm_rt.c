@@ -8,7 +8,7 @@
  * activation. Guard values either side of C must survive, C's old contents
  * must not leak in. Scratch from work or from the stack, one thread or 2
  * and 3 tasks: bitwise the same C. Each copy of the micro-kernel the CPU
- * has (kn_rt_gemm_cap). The interpreter's dot, which runs it,
+ * has (kn_rt_gemm_cap; kn_rt_wino's and kn_rt_conv's copies too). The interpreter's dot, which runs it,
  * on views (broadcast, permuted and transposed operands) too.
  */
 #include <stdlib.h>
@@ -550,9 +550,9 @@ int main(void)
         test_same_bits();
         test_windows();
         test_conv();
+        test_wino();
     }
     test_small_work();
-    test_wino();
     test_interp();
     TEST_END("gemm_rt");
 }
