@@ -86,7 +86,7 @@ struct Program {
  * Winograd (src/gemm_rt.h; compile.c) */
 void spec_rt_gemm(const GemmSpec *s, struct KnRtGemm *g, int64_t *win);
 /* What a program's units are lent in b[4] (gemm.h): the port's threads, its context's scratch and the
- * library's GEMM and Winograd (program.c) */
+ * library's GEMM and kn_rt_conv (program.c) */
 KnParallel program_lends(const Program *p);
 
 /* A node's bytes: its arena block, or its storage. */

@@ -71,7 +71,8 @@ static void unload(void *module) { port_jit_free(module); }
  * The small products of convolutions (at most LENT_MACS multiply-adds: ResNet-18's 1x1 shortcuts and
  * the gradients of its small stages) call the library's GEMM too (GEMM_LENT, through what the program
  * lends): a SIMD unit costs cc ~0.14 s of CPU (ResNet-18's training step had 40 of them, over half
- * its cold compile; 23 now, and 12 lent: cc 9.9 -> 9.1 s of CPU), and those save little a call. Not the plain matrix
+ * its cold compile; 23 then, and 12 lent: cc 9.9 -> 9.1 s of CPU; 20 since the weight gradients of
+ * 3x3 convolutions call kn_rt_conv), and those save little a call. Not the plain matrix
  * products: lent, the mlp's (up to 2^25) took its training step 2.2 -> 2.5 ms, even its 128 x 10 x
  * 512 ones alone 2.2 -> 2.4 ms. */
 #define LENT_MACS (1 << 25)

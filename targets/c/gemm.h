@@ -59,7 +59,7 @@
  *   weights' gradient with the images in lanes) with
  *   the scratch b[4] lends.
  * - GEMM_LENT: GEMM_RUNTIME for code that links nothing of kiln's (backend
- *   c's units, compiled by cc): the library's GEMM (or Winograd, for
+ *   c's units, compiled by cc): the library's GEMM (or kn_rt_conv, for
  *   spec.wino 2, which the SIMD dialects render so too) through the
  *   function b[4] lends (KnParallel.gemm, .conv), and where none is lent
  *   NAME_direct, the scalar dialect's product, rendered with it. A fraction
