@@ -537,8 +537,9 @@ static void region_release(kn_ctx *ctx, void *user)
     kn_dealloc(ctx, rc, sizeof *rc);
 }
 
-static kn_status region_vjp(kn_ctx *ctx, void *user, kn_tensor *g, kn_tensor **grads)
+static kn_status region_vjp(kn_ctx *ctx, void *user, kn_tensor *const *gs, kn_tensor **grads)
 {
+    kn_tensor *g = gs[0];
     RegionCall *rc = user;
     Region *rg = rc->e->rg;
     kn_tensor *ins[MAX_VALS], *outs[MAX_VALS];
@@ -730,7 +731,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         kn_tensor *srcs[MAX_VALS];
         for (int i = 0; !s && i < rg->nsrc; i++) srcs[i] = resolve(f, e, &b, rg->src[i]);
         if (!s) {
-            if (!autodiff_region(ctx, out[rg->out], rg->nsrc, srcs, region_vjp, region_release, rc)) s = ctx->status;
+            s = autodiff_region(ctx, 1, &out[rg->out], rg->nsrc, srcs, region_vjp, region_release, rc);
         } else if (rc && rc->saved && rc->src) {
             region_release(ctx, rc);
         } else if (rc) {
