@@ -144,6 +144,7 @@ typedef struct {
     uint32_t serial;        /* distinguishes this graph's node ids from an earlier graph's */
     kn_tensor **input_vals; /* input_vals[k]: the tensor behind input k while tracing (not owned) */
     uint32_t input_cap;
+    int refs;               /* holders besides the first: graph_free drops one, the last frees it */
 } Graph;
 
 Graph *graph_new(kn_ctx *ctx);
