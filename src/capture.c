@@ -1028,8 +1028,10 @@ static void materialize_stand(Capture *c, int k);
  * saved values bound to the segment's outputs: a whole step with a value
  * read before its backward (a loss logged with kn_item) compiles into a
  * forward segment and a segment with the backward and what follows. Such a
- * region lives only while its trace does (the trace drops the tape it made);
- * a function whose output still requires grad after a break is refused. */
+ * region lives only while its trace does (the trace drops the tape it made):
+ * a function whose output still requires grad after a break (a compiled
+ * forward whose backward runs later) copies the regions' backward graphs
+ * into the backward of its last graph the same way (region_build). */
 typedef struct {
     Capture *c;
     uint32_t serial;   /* the graph it was made in: it is copied only into later graphs of the same trace */
@@ -1322,9 +1324,6 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
                                 "backward supports one differentiable output", f->name, dout, k);
                 dout = k;
             }
-        if (dout >= 0 && c->seg > 0)
-            s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: a graph break in a function whose output requires grad",
-                        f->name);
     }
     (void)nuser;
     if (!s && dout >= 0) s = region_build(c, g, out[dout], outs, &n, cap, dout, sg);
@@ -1394,14 +1393,24 @@ static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs
         if (c->stand[k]->flags & TF_REQGRAD) leaves[nl] = c->stand[k], lsrc[nl++] = (Src){SRC_IN, k, 0};
     for (uint32_t k = 0; k < g->ninputs && nl < MAX_VALS; k++) {
         kn_tensor *t = g->input_vals[k];
-        if (!t || !(t->flags & TF_REQGRAD) || !t->st) continue;
-        int idx = -1;
+        int stand = 0, idx = -1;
+        for (int i = 0; t && i < e->nin; i++) stand |= t == c->stand[i];
+        if (!t || !(t->flags & TF_REQGRAD) || !t->st || stand) continue;
+        if (t->tape_seq && t->tape_epoch == ctx->tape_epoch) continue; /* a value of an earlier graph of the trace:
+                                                                           the backward goes through its region */
         for (int i = 0; f->o.params && i < f->o.nparams && idx < 0; i++)
             if (f->o.params[i] == t) idx = i;
         if (idx < 0)
             return kn_errs(ctx, KN_EUNSUPPORTED, "%s: the body reads a tensor that requires grad but is not in "
                            "kn_compile_opts.params; list every parameter there", f->name);
         leaves[nl] = t, lsrc[nl++] = (Src){SRC_PARAM, idx, 0};
+    }
+    for (int i = 0; c->seg > 0 && f->o.params && i < f->o.nparams && nl < MAX_VALS; i++) { /* and those that
+                                                                      only the regions of earlier graphs read */
+        kn_tensor *t = f->o.params[i];
+        int seen = !(t->flags & TF_REQGRAD);
+        for (int j = 0; j < nl && !seen; j++) seen = leaves[j] == t;
+        if (!seen) leaves[nl] = t, lsrc[nl++] = (Src){SRC_PARAM, i, 0};
     }
     /* loss = sum(out * cot): its grads are the VJP of the cotangent cot */
     Node cn;

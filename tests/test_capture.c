@@ -256,6 +256,57 @@ static void test_region(int bi, const char *name, ModelCfg cfg)
     kn_ctx_free(cb);
 }
 
+/* (a') a compiled forward that reads a value in its middle (a graph break) and whose backward runs later:
+ * the gradients of its parameters and of its input go through both of its graphs */
+static kn_status read_fwd(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    kn_tensor **p = user;
+    (void)nin;
+    (void)nout;
+    kn_tensor *h = kn_relu(ctx, kn_linear(ctx, in[0], p[0], p[1]));
+    double v;
+    if (kn_item(ctx, kn_sum(ctx, h, NULL, 0, 0), &v) != KN_OK) return kn_last_status(ctx);
+    out[0] = kn_linear(ctx, kn_tanh(ctx, h), p[2], p[3]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_region_break(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 11});
+    int64_t s0[2] = {16, 8}, s1[1] = {16}, s2[2] = {3, 16}, s3[1] = {3}, xs[2] = {5, 8};
+    kn_tensor *p[4] = {kn_param(ctx, kn_randn(ctx, KN_F32, 2, s0)), kn_param(ctx, kn_randn(ctx, KN_F32, 1, s1)),
+                       kn_param(ctx, kn_randn(ctx, KN_F32, 2, s2)), kn_param(ctx, kn_randn(ctx, KN_F32, 1, s3))};
+    kn_tensor *x = kn_requires_grad(ctx, kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs)), 1), *want[5] = {0}, *got[5];
+    kn_compile_opts o = {.backend = backends[bi], .params = p, .nparams = 4, .name = "read_fwd"};
+    kn_fn *f = kn_compile(ctx, read_fwd, p, &o);
+    for (int c = 0; c < 3; c++) { /* c 0: eager; 1, 2: compiled (a trace, then the cached entry); graphs: the
+                                     forward's two and the backward */
+        kn_scope_begin(ctx);
+        kn_tensor *y = NULL;
+        kn_status s = c ? kn_call(f, &x, 1, &y, 1) : read_fwd(ctx, p, &x, 1, &y, 1);
+        CHECK_MSG(s == KN_OK, "%s call %d: %s", bname[bi], c, kn_last_error(ctx));
+        kn_tensor *l = s ? NULL : kn_sum(ctx, kn_mul(ctx, y, y), NULL, 0, 0);
+        CHECK_MSG(l && kn_backward(ctx, l, 0) == KN_OK, "%s call %d: %s", bname[bi], c, kn_last_error(ctx));
+        kn_tensor **keep = c ? got : want;
+        for (int i = 0; i < 5; i++) keep[i] = kn_keep(ctx, kn_to(ctx, kn_grad(ctx, i < 4 ? p[i] : x), KN_F64)); /* a copy */
+        double worst = 0;
+        for (int i = 0; c && i < 5; i++) {
+            double d = max_diff(ctx, got[i], want[i]);
+            if (!(d <= worst)) worst = d;
+        }
+        CHECK_MSG(worst < 1e-5, "%s call %d: gradients differ from eager's by %g", bname[bi], c, worst);
+        kn_zero_grad(ctx, p, 4);
+        kn_zero_grad(ctx, &x, 1);
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == 1 && info.graphs == 3 && info.recompiles == 0, "%s: entries %d graphs %d recompiles %d",
+              bname[bi], info.entries, info.graphs, info.recompiles);
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
 /* (b) the whole step compiled: losses, params and buffers follow eager; reads: values the body reads before
  * its backward (a loss logged with kn_item), graph breaks the backward runs through */
 static void test_step(int bi, const char *name, ModelCfg cfg, int sgd, int reads)
@@ -512,6 +563,7 @@ int main(void)
         test_breaks(bi);
         test_region(bi, "mlp", mlp);
         test_region(bi, "gpt", gpt);
+        test_region_break(bi);
         test_step(bi, "gpt", gpt, 0, 0);
         test_in_place(bi);
         test_step(bi, "smallcnn", small, 1, 0);
