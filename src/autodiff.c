@@ -40,6 +40,10 @@ typedef struct {
     RegionVjp rfn;        /* region entries (a compiled function): every grad at once */
     void (*rfree)(kn_ctx *ctx, void *user);
     void *ruser;
+    kn_tensor **rg;       /* a region of several outputs: the cotangent of each (nout entries) */
+    int nout;
+    uint32_t rseq;        /* an output of such a region (region 2): 1 + the index of its entry; */
+    int rk;               /* and which output it is */
     kn_tensor *g;         /* the cotangent accumulated during backward */
 } Entry;
 
@@ -155,32 +159,51 @@ kn_tensor *autodiff_custom(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *cons
     return link_entry(ctx, e, nin, in, out) == KN_OK ? out : NULL;
 }
 
-kn_tensor *autodiff_region(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, RegionVjp fn,
-                           void (*release)(kn_ctx *ctx, void *user), void *user)
+/* A region of several outputs is one entry that holds the sources and
+ * computes every gradient, followed by one entry per output (region 2) that
+ * has no sources and hands the output's cotangent over to it: backward
+ * visits the latter first, since they are newer. */
+kn_status autodiff_region(kn_ctx *ctx, int nout, kn_tensor *const *out, int nin, kn_tensor *const *in, RegionVjp fn,
+                          void (*release)(kn_ctx *ctx, void *user), void *user)
 {
-    if (!out || !autodiff_wants(ctx, nin, in)) {
+    if (nout < 1 || !autodiff_wants(ctx, nin, in)) {
         if (release) release(ctx, user);
-        return out;
+        return ctx->status;
     }
     Entry *e = new_entry(ctx);
     if (!e) {
         if (release) release(ctx, user);
-        return NULL;
+        return ctx->status;
     }
     e->region = 1;
     e->rfn = fn;
     e->rfree = release;
     e->ruser = user;
+    e->nout = nout;
+    uint32_t seq = ctx->tape->n;
+    Arena *a = &ctx->tape->arena;
     if (nin > 3) {
-        e->src = arena_alloc(&ctx->tape->arena, (size_t)nin * sizeof *e->src);
-        e->leaf = arena_alloc(&ctx->tape->arena, (size_t)nin * sizeof *e->leaf);
-        e->src_seq = arena_alloc(&ctx->tape->arena, (size_t)nin * sizeof *e->src_seq);
+        e->src = arena_alloc(a, (size_t)nin * sizeof *e->src);
+        e->leaf = arena_alloc(a, (size_t)nin * sizeof *e->leaf);
+        e->src_seq = arena_alloc(a, (size_t)nin * sizeof *e->src_seq);
         if (!e->src || !e->leaf || !e->src_seq) {
             e->src = e->src3, e->leaf = e->leaf3, e->src_seq = e->seq3;
-            return kn_err(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
+            return kn_errs(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
         }
     }
-    return link_entry(ctx, e, nin, in, out) == KN_OK ? out : NULL;
+    if (!(e->rg = arena_alloc(a, (size_t)nout * sizeof *e->rg)))
+        return kn_errs(ctx, KN_ENOMEM, "out of memory for the autodiff tape");
+    if (nout == 1) return link_entry(ctx, e, nin, in, out[0]);
+    kn_status s = link_entry(ctx, e, nin, in, out[0]);
+    for (int k = 0; k < nout && !s; k++) {
+        Entry *o = new_entry(ctx);
+        if (!o) return ctx->status;
+        o->region = 2;
+        o->rseq = seq;
+        o->rk = k;
+        s = link_entry(ctx, o, 0, NULL, out[k]);
+    }
+    return s;
 }
 
 /* ---- VJP rules: the cotangent of source i from g, the cotangent of out ---- */
@@ -410,43 +433,62 @@ static kn_status check_loss(kn_ctx *ctx, kn_tensor *loss)
     return KN_OK;
 }
 
+/* A backward's walk: the gradients of leaves[0..n) go to grads; entries before stop are not visited, a
+ * value one of them made counts as a leaf (listed in leaves, matched by the entry that made it). */
+typedef struct {
+    int n;
+    kn_tensor *const *leaves;
+    kn_tensor **grads;
+    uint32_t stop;
+} Walk;
+
 /* Hands g for source i of e to the entry that made it, or to the leaf. */
-static kn_status pass_back(kn_ctx *ctx, Entry *e, int i, kn_tensor *g, int n, kn_tensor *const *leaves, kn_tensor **grads)
+static kn_status pass_back(kn_ctx *ctx, Entry *e, int i, kn_tensor *g, const Walk *w)
 {
-    if (e->src_seq[i]) {
-        Entry *from = ctx->tape->e[e->src_seq[i] - 1];
+    uint32_t seq = e->src_seq[i];
+    if (seq > w->stop) {
+        Entry *from = ctx->tape->e[seq - 1];
         from->g = accumulate(ctx, from->g, g);
         return from->g ? KN_OK : ctx->status;
     }
-    for (int j = 0; j < n; j++)
-        if (leaves[j] == e->leaf[i]) {
-            grads[j] = accumulate(ctx, grads[j], g);
-            if (!grads[j]) return ctx->status;
+    for (int j = 0; j < w->n; j++) {
+        const kn_tensor *l = w->leaves[j];
+        if (seq ? l->tape_seq == seq && l->tape_epoch == ctx->tape_epoch : l == e->leaf[i]) {
+            w->grads[j] = accumulate(ctx, w->grads[j], g);
+            if (!w->grads[j]) return ctx->status;
         }
+    }
     return KN_OK;
 }
 
 /* A region hands back every source's cotangent from one call. */
-static kn_status region_back(kn_ctx *ctx, Entry *e, int n, kn_tensor *const *leaves, kn_tensor **grads)
+static kn_status region_back(kn_ctx *ctx, Entry *e, const Walk *w)
 {
     size_t bytes = (size_t)e->nsrc * sizeof(kn_tensor *);
     kn_tensor **gs = kn_alloc(ctx, bytes);
     if (!gs) return kn_errs(ctx, KN_ENOMEM, "out of memory for %d gradients", e->nsrc);
     memset(gs, 0, bytes);
-    kn_status s = e->rfn(ctx, e->ruser, e->g, gs);
+    if (e->nout == 1) e->rg[0] = e->g;
+    kn_status s = e->rfn(ctx, e->ruser, e->rg, gs);
     for (int i = 0; i < e->nsrc && !s; i++)
-        if (gs[i] && (e->src_seq[i] || e->leaf[i])) s = pass_back(ctx, e, i, gs[i], n, leaves, grads);
+        if (gs[i] && (e->src_seq[i] || e->leaf[i])) s = pass_back(ctx, e, i, gs[i], w);
     kn_dealloc(ctx, gs, bytes);
     return s;
 }
 
-static kn_status walk_back(kn_ctx *ctx, uint32_t last, int n, kn_tensor *const *leaves, kn_tensor **grads)
+static kn_status walk_back(kn_ctx *ctx, uint32_t last, const Walk *w)
 {
-    for (uint32_t k = last + 1; k-- > 0;) {
+    for (uint32_t k = last + 1; k-- > w->stop;) {
         Entry *e = ctx->tape->e[k];
         if (!e->g) continue;
+        if (e->region == 2) { /* an output of a region of several: its cotangent goes to the region */
+            Entry *r = ctx->tape->e[e->rseq - 1];
+            if (!(r->rg[e->rk] = accumulate(ctx, r->rg[e->rk], e->g))) return ctx->status;
+            r->g = r->rg[e->rk];
+            continue;
+        }
         if (e->region) {
-            if (region_back(ctx, e, n, leaves, grads)) return ctx->status;
+            if (region_back(ctx, e, w)) return ctx->status;
             continue;
         }
         for (int i = 0; i < e->nsrc; i++) {
@@ -457,13 +499,19 @@ static kn_status walk_back(kn_ctx *ctx, uint32_t last, int n, kn_tensor *const *
             }
             kn_tensor *gi = vjp(ctx, e, i, e->g);
             if (!gi) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "no gradient from %s", kn_opinfo[e->op].name);
-            if (pass_back(ctx, e, i, gi, n, leaves, grads)) return ctx->status;
+            if (pass_back(ctx, e, i, gi, w)) return ctx->status;
         }
     }
     return KN_OK;
 }
 
 kn_status autodiff_grads(kn_ctx *ctx, kn_tensor *loss, int n, kn_tensor *const *leaves, kn_tensor **grads)
+{
+    return autodiff_grads_since(ctx, loss, 0, n, leaves, grads);
+}
+
+kn_status autodiff_grads_since(kn_ctx *ctx, kn_tensor *loss, uint32_t stop, int n, kn_tensor *const *leaves,
+                               kn_tensor **grads)
 {
     if (check_loss(ctx, loss)) return ctx->status;
     for (int j = 0; j < n; j++) grads[j] = NULL;
@@ -477,8 +525,13 @@ kn_status autodiff_grads(kn_ctx *ctx, kn_tensor *loss, int n, kn_tensor *const *
     ctx->grad_enabled = 0;
     uint32_t last = loss->tape_seq - 1;
     ctx->tape->e[last]->g = seed;
-    kn_status s = walk_back(ctx, last, n, leaves, grads);
-    for (uint32_t k = 0; k <= last; k++) ctx->tape->e[k]->g = NULL;
+    Walk w = {n, leaves, grads, stop};
+    kn_status s = walk_back(ctx, last, &w);
+    for (uint32_t k = 0; k <= last; k++) {
+        Entry *e = ctx->tape->e[k];
+        e->g = NULL;
+        for (int i = 0; e->region == 1 && i < e->nout; i++) e->rg[i] = NULL;
+    }
     ctx->grad_enabled = was;
     return s;
 }

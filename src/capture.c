@@ -21,10 +21,16 @@
  * An entry is a list of segments. A call runs them in order, holding back
  * writes until the last has run, so a break value that differs from the
  * traced one (another branch of the body) simply discards the call's work
- * and traces a new entry. With grad enabled and a parameter or input that
- * requires grad, the single segment is a joint graph split by the
- * partitioner: its forward runs now, and a tape region runs its compiled
- * backward when kn_backward reaches the output.
+ * and traces the body again; the new trace takes the values the call
+ * computed so far, shares the programs of segments it makes the same
+ * (seg_twin), and where it is the same entry but for the value, replaces
+ * the old one: a loss logged before its backward costs a trace per call,
+ * not a compile. With grad enabled and a parameter or input that requires
+ * grad, the single segment is a joint graph split by the partitioner: its
+ * forward runs now, and a tape region runs its compiled backward when
+ * kn_backward reaches the output. A break in such a body ends a region of
+ * its own, whose backward a later kn_backward in the body copies into its
+ * graph ("backward across a graph break").
  *
  * Requires: the eager API traceable (prim.c), autodiff_grads, the
  * partitioner and compile_graph. Produces: kn_fn.
@@ -60,6 +66,7 @@ typedef struct {
     int nout;
     uint32_t *outs;  /* nodes of g */
     Src *alias;      /* output m is an input passed through: alias[m] (else kind NONE) */
+    uint8_t donates; /* its program writes outputs over inputs (compile.c, "outputs in place") */
 } Seg;
 
 typedef struct {
@@ -134,6 +141,7 @@ typedef struct CEntry {
     Region *rg;
     kn_tensor ***vals; /* a call's segment values (entry_vals) */
     int kernels, interp_steps, ops, nodes, in_place;
+    int ran;              /* segments its last call ran before a value read at a break differed */
     int sym_in, sym_dim;  /* where s0 is read (in[sym_in] dim sym_dim); -1: the entry is static */
     char arena_expr[64];  /* generic: the arena's size in s0 ("" if static) */
     size_t arena_bytes, code_bytes;
@@ -190,6 +198,8 @@ typedef struct Capture {
     int *nvals;
     kn_status failed;
     int probe;               /* trace only (dynamic dims): no compile, no run, no break */
+    uint32_t seg_tape;       /* the tape's length when the current graph began */
+    CEntry *like;            /* traced again after its value guard failed: the values its call computed */
 } Capture;
 
 /* Arrays in an arena hold max(8, the next power of two >= n) elements: room for one more. */
@@ -325,6 +335,32 @@ static void seg_donations(const CEntry *e, const Seg *sg, int seg, const uint32_
     }
 }
 
+/* Two segments that compute the same: the same graph, reading the same values, with the same outputs. */
+static int same_seg(const Seg *a, const Seg *b)
+{
+    if (a->g->n != b->g->n || a->nin != b->nin || a->nout != b->nout || a->donates || b->donates) return 0;
+    if (memcmp(a->g->nodes, b->g->nodes, a->g->n * sizeof *a->g->nodes) != 0) return 0;
+    for (int k = 0; k < a->nin; k++)
+        if (a->in[k].kind != b->in[k].kind || a->in[k].a != b->in[k].a || a->in[k].b != b->in[k].b) return 0;
+    for (int m = 0; m < a->nout; m++)
+        if (a->outs[m] != b->outs[m] || a->alias[m].kind != b->alias[m].kind || a->alias[m].a != b->alias[m].a ||
+            a->alias[m].b != b->alias[m].b)
+            return 0;
+    return 1;
+}
+
+/* The program of a segment of an earlier entry of f that is the same as sg: a body traced again (a value it
+ * read at a graph break changed, say) that made the same graph shares it instead of compiling it again. */
+static const Seg *seg_twin(kn_fn *f, const Seg *sg)
+{
+    for (CEntry *e = f->entries; e; e = e->next) {
+        for (int j = 0; j < e->nsegs; j++)
+            if (e->segs[j].prog && !e->segs[j].dyn && same_seg(&e->segs[j], sg)) return &e->segs[j];
+        if (e->rg && e->rg->bwd.prog && !e->rg->bwd.dyn && same_seg(&e->rg->bwd, sg)) return &e->rg->bwd;
+    }
+    return NULL;
+}
+
 /* Builds and compiles a segment of graph g computing outs (cut: nodes that are inputs). whole: the segment
  * is the entry's only one, with no tape region (its writes may land in place). */
 static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *outs, int nouts, const uint8_t *cut,
@@ -380,11 +416,20 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
     if (whole) seg_donations(e, sg, c->seg, uniq, nu, donate);
     CompileOpts co = {backend_of(c->f->o.backend), c->f->o.mode, 1, whole ? donate : NULL}; /* weights come back:
                                                                                               keep them packed */
-    sg->prog = compile_graph(ctx, sg->g, uniq, nu, &co);
+    sg->donates = (uint8_t)whole;
+    const Seg *twin = whole ? NULL : seg_twin(c->f, sg);
+    if (twin) { /* its program keeps its graph: the two segments share both */
+        graph_free(sg->g);
+        sg->g = twin->g;
+        sg->g->refs++;
+    }
+    sg->prog = twin ? program_share(twin->prog) : compile_graph(ctx, sg->g, uniq, nu, &co);
     if (!sg->prog) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "compile failed");
     ProgramStats st;
     program_stats(sg->prog, &st);
-    c->f->compiles += strcmp(st.backend, "interp") != 0;
+    if (twin) log_line(ctx, LOG_RECOMPILES, "%s: graph %d is the same as one compiled before: its program is reused",
+                       c->f->name, c->seg + 1);
+    c->f->compiles += !twin && strcmp(st.backend, "interp") != 0;
     e->kernels += st.kernels;
     e->in_place += st.in_place;
     e->interp_steps += st.interp_steps;
@@ -537,8 +582,9 @@ static void region_release(kn_ctx *ctx, void *user)
     kn_dealloc(ctx, rc, sizeof *rc);
 }
 
-static kn_status region_vjp(kn_ctx *ctx, void *user, kn_tensor *g, kn_tensor **grads)
+static kn_status region_vjp(kn_ctx *ctx, void *user, kn_tensor *const *gs, kn_tensor **grads)
 {
+    kn_tensor *g = gs[0];
     RegionCall *rc = user;
     Region *rg = rc->e->rg;
     kn_tensor *ins[MAX_VALS], *outs[MAX_VALS];
@@ -645,7 +691,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
             kn_tensor *t = resolve(f, e, &b, g->val);
             void *p = t ? read_bytes(ctx, t, &n) : NULL;
             if (!p) s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: a guarded value is gone", f->name);
-            else if (n != g->n || memcmp(p, g->bytes, n) != 0) s = RUN_MISMATCH;
+            else if (n != g->n || memcmp(p, g->bytes, n) != 0) s = RUN_MISMATCH, e->ran = j;
             if (p) kn_dealloc(ctx, p, n ? n : 1);
         }
         if (j == e->nsegs || s) break;
@@ -730,7 +776,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         kn_tensor *srcs[MAX_VALS];
         for (int i = 0; !s && i < rg->nsrc; i++) srcs[i] = resolve(f, e, &b, rg->src[i]);
         if (!s) {
-            if (!autodiff_region(ctx, out[rg->out], rg->nsrc, srcs, region_vjp, region_release, rc)) s = ctx->status;
+            s = autodiff_region(ctx, 1, &out[rg->out], rg->nsrc, srcs, region_vjp, region_release, rc);
         } else if (rc && rc->saved && rc->src) {
             region_release(ctx, rc);
         } else if (rc) {
@@ -970,6 +1016,222 @@ static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs
                               Seg *fwd);
 static void materialize_stand(Capture *c, int k);
 
+/* ---- backward across a graph break ----
+ * A break with grad enabled, in a graph whose ops went on the tape, ends a
+ * region as AOTAutograd would end one: the joint graph of the live values
+ * that require grad (each with a cotangent input) against what they depend
+ * on (parameters, inputs, values of earlier graphs), partitioned; the
+ * forward becomes the segment, which also hands out the saved values, and
+ * the graph's tape entries are replaced by one region entry for those
+ * values. A kn_backward later in the body reaches the region while tracing
+ * and copies the region's backward graph into the graph being traced, its
+ * saved values bound to the segment's outputs: a whole step with a value
+ * read before its backward (a loss logged with kn_item) compiles into a
+ * forward segment and a segment with the backward and what follows. Such a
+ * region lives only while its trace does (the trace drops the tape it made):
+ * a function whose output still requires grad after a break (a compiled
+ * forward whose backward runs later) copies the regions' backward graphs
+ * into the backward of its last graph the same way (region_build). */
+typedef struct {
+    Capture *c;
+    uint32_t serial;   /* the graph it was made in: it is copied only into later graphs of the same trace */
+    Graph *g;          /* the backward: inputs are saved values, cotangents or tensors the forward read */
+    Src *in;           /* per input of g: where its value comes from (SRC_SEG: a saved value) */
+    int *cot;          /* per input of g: which output's cotangent (-1: none) */
+    Dim (*cshape)[KN_MAX_DIMS]; /* per region output: its shape and dtype (a zero cotangent) */
+    uint8_t *cdt, *cnd;
+    int nout, nl;
+    kn_tensor **leaf;  /* the sources: graph inputs that require grad */
+    uint32_t *gout;    /* per source: the node of g that is its gradient (0: none) */
+    uint32_t *from;    /* per input of g: the node of the traced graph behind it */
+} BreakRegion;
+
+static void break_free(kn_ctx *ctx, void *user)
+{
+    BreakRegion *r = user;
+    if (r->g) graph_free(r->g);
+    kn_dealloc(ctx, r, sizeof *r);
+}
+
+/* The tensor of the trace that source_of maps to s (everything it names lives as long as the trace). */
+static kn_tensor *trace_value(Capture *c, Src s)
+{
+    switch (s.kind) {
+    case SRC_IN: return c->stand[s.a];
+    case SRC_PARAM: return c->f->o.params[s.a];
+    case SRC_HELD: return c->e->held[s.a];
+    case SRC_SEG: return c->vals[s.a][s.b];
+    case SRC_GRAD:
+        for (int i = 0; i < c->ntr; i++)
+            if (c->tr[i].param == s.a) return c->tr[i].entry;
+        return NULL;
+    default: return NULL;
+    }
+}
+
+/* The region's backward, copied node by node into the trace. */
+static kn_status break_vjp(kn_ctx *ctx, void *user, kn_tensor *const *gs, kn_tensor **grads)
+{
+    BreakRegion *r = user;
+    if (ctx->capture != r->c || !ctx->trace || ctx->trace->serial == r->serial)
+        return kn_errs(ctx, KN_EUNSUPPORTED, "backward through a graph break of a compiled function runs only "
+                       "inside its body (call kn_backward in the body, or read no value before the output)");
+    size_t bytes = (size_t)r->g->n * sizeof(kn_tensor *);
+    kn_tensor **v = kn_alloc(ctx, bytes);
+    if (!v) return kn_errs(ctx, KN_ENOMEM, "out of memory for a backward");
+    kn_status s = KN_OK;
+    for (uint32_t i = 1; i < r->g->n && !s; i++) {
+        const Node *n = &r->g->nodes[i];
+        kn_tensor *src[3] = {NULL, NULL, NULL};
+        if (n->op == OP_INPUT) {
+            int k = (int)n->p.i[0], o = r->cot[k];
+            v[i] = o < 0 ? trace_value(r->c, r->in[k])
+                 : gs[o] ? gs[o] : p_full(ctx, (kn_dtype)r->cdt[o], r->cnd[o], r->cshape[o], 0.0);
+        } else {
+            for (int j = 0; j < n->nsrc; j++) src[j] = v[n->src[j]];
+            v[i] = prim(ctx, (Op)n->op, src, &n->p);
+        }
+        if (!v[i]) s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "no value in a backward");
+    }
+    for (int j = 0; j < r->nl && !s; j++) grads[j] = r->gout[j] ? v[r->gout[j]] : NULL;
+    kn_dealloc(ctx, v, bytes);
+    return s;
+}
+
+/* At a break: if the graph's ops are on the tape and live values (mat) require grad, builds the joint
+ * graph and its partition; outs gets the saved values, *made the region (its tensors bound by break_bind
+ * once the segment has run), or NULL where none is needed. */
+static kn_status break_region(Capture *c, Graph *g, kn_tensor *const *mat, int nmat, uint32_t *outs, int *nouts,
+                              BreakRegion **made)
+{
+    kn_ctx *ctx = c->f->ctx;
+    *made = NULL;
+    kn_tensor *d[MAX_VALS], *grads[MAX_VALS];
+    int nd = 0, nl = 0;
+    if (!ctx->grad_enabled || autodiff_tape_len(ctx) <= c->seg_tape) return KN_OK;
+    for (int i = 0; i < nmat; i++)
+        if (mat[i]->flags & TF_REQGRAD) d[nd++] = mat[i];
+    if (!nd) return KN_OK;
+    BreakRegion *r = kn_alloc_zeroed(ctx, sizeof *r);
+    Arena *a = &c->e->arena;
+    if (!r || !(r->leaf = arena_alloc(a, ((size_t)g->ninputs + 1) * sizeof *r->leaf))) {
+        kn_dealloc(ctx, r, r ? sizeof *r : 0);
+        return kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    }
+    for (uint32_t k = 0; k < g->ninputs && nl < MAX_VALS; k++) /* every graph input that requires grad */
+        if (g->input_vals[k] && (g->input_vals[k]->flags & TF_REQGRAD)) r->leaf[nl++] = g->input_vals[k];
+    r->c = c, r->serial = g->serial, r->nout = nd, r->nl = nl;
+    r->cshape = arena_alloc(a, (size_t)nd * sizeof *r->cshape);
+    r->cdt = arena_alloc(a, (size_t)nd), r->cnd = arena_alloc(a, (size_t)nd);
+    r->gout = arena_alloc(a, (size_t)(nl + 1) * sizeof *r->gout);
+    uint32_t cots[MAX_VALS], bout[MAX_VALS];
+    kn_status s = r->cshape && r->cdt && r->cnd && r->gout ? KN_OK : kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    kn_scope_begin(ctx);
+    kn_tensor *loss = NULL;
+    for (int k = 0; k < nd && !s; k++) { /* loss = the sum over k of sum(d[k] * cot[k]) */
+        Node cn;
+        memset(&cn, 0, sizeof cn);
+        cn.op = OP_INPUT;
+        cn.dtype = d[k]->dtype;
+        cn.ndim = d[k]->ndim;
+        memcpy(cn.shape, d[k]->shape, d[k]->ndim * sizeof(Dim));
+        memcpy(r->cshape[k], d[k]->shape, sizeof r->cshape[k]);
+        r->cdt[k] = d[k]->dtype, r->cnd[k] = d[k]->ndim;
+        cn.p.i[0] = g->ninputs;
+        cn.p.n = 1;
+        if (!(cots[k] = graph_add(g, &cn))) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+        g->ninputs++; /* no input_vals entry: the cotangents are known by node */
+        kn_tensor *cot = s ? NULL : tensor_symbolic(ctx, (kn_dtype)cn.dtype, cn.ndim, cn.shape, cots[k]);
+        if (cot) cot->trace_serial = g->serial;
+        kn_tensor *term = kn_sum(ctx, kn_mul(ctx, d[k], cot), NULL, 0, 0);
+        loss = !term ? NULL : loss ? kn_add(ctx, loss, term) : term;
+        if (!loss) s = ctx->status;
+    }
+    if (!s) s = autodiff_grads_since(ctx, loss, c->seg_tape, nl, r->leaf, grads);
+    int nb = 0;
+    for (int j = 0; j < nl && !s; j++) {
+        r->gout[j] = 0;
+        if (!grads[j]) continue;
+        if (!is_traced(ctx, grads[j]))
+            s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: a gradient that is not computed by the graph", c->f->name);
+        else if (add_out(bout, &nb, MAX_VALS, grads[j]->node) < 0)
+            s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: too many gradients", c->f->name);
+        else r->gout[j] = grads[j]->node; /* a node of g for now; of r->g once sliced */
+    }
+    kn_scope_end(ctx);
+    Arena pa;
+    arena_init(&pa, ctx);
+    Partition part;
+    if (!s) s = partition_joint(ctx, g, outs, *nouts, bout, nb, 0, &pa, &part);
+    for (int i = 0; !s && i < part.nsaved; i++)
+        if (add_out(outs, nouts, MAX_VALS, part.saved[i]) < 0)
+            s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: too many saved values", c->f->name);
+    arena_free(&pa);
+    uint8_t *cut = s ? NULL : kn_alloc_zeroed(ctx, g->n);
+    uint32_t *map = s ? NULL : kn_alloc(ctx, g->n * sizeof *map), from[MAX_VALS];
+    if (!s && (!cut || !map)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    int nfrom = 0;
+    for (int m = 0; !s && m < *nouts; m++) cut[outs[m]] = 1; /* the backward reads the forward's outputs */
+    if (!s && !(r->g = slice(ctx, g, bout, nb, cut, map, from, &nfrom, MAX_VALS))) s = ctx->status;
+    if (!s) {
+        r->in = arena_alloc(a, ((size_t)nfrom + 1) * sizeof *r->in);
+        r->cot = arena_alloc(a, ((size_t)nfrom + 1) * sizeof *r->cot);
+        r->from = arena_alloc(a, ((size_t)nfrom + 1) * sizeof *r->from);
+        if (!r->in || !r->cot || !r->from) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    }
+    for (int k = 0; !s && k < nfrom; k++) {
+        r->from[k] = from[k];
+        r->cot[k] = -1;
+        for (int o = 0; o < nd; o++)
+            if (from[k] == cots[o]) r->cot[k] = o;
+    }
+    for (int j = 0; !s && j < nl; j++) r->gout[j] = r->gout[j] ? map[r->gout[j]] : 0;
+    if (cut) kn_dealloc(ctx, cut, g->n);
+    if (map) kn_dealloc(ctx, map, g->n * sizeof *map);
+    if (s) {
+        break_free(ctx, r);
+        return s;
+    }
+    *made = r;
+    return KN_OK;
+}
+
+/* Once segment seg has run (v: its outputs, outs their nodes in g; the live values and stand-ins concrete):
+ * the backward's inputs bound, saved values known as the segment's outputs, the graph's tape entries
+ * replaced by the region. */
+static kn_status break_bind(Capture *c, BreakRegion *r, const Graph *g, const uint32_t *outs, int nouts,
+                            kn_tensor *const *mat, int nmat)
+{
+    kn_ctx *ctx = c->f->ctx;
+    kn_tensor *d[MAX_VALS];
+    int nd = 0;
+    kn_status s = KN_OK;
+    for (uint32_t k = 0; k < r->g->ninputs && !s; k++) {
+        uint32_t node = r->from[k];
+        if (r->cot[k] >= 0) continue;
+        if (g->nodes[node].op == OP_INPUT) {
+            r->in[k] = source_of(c, g, node, 0);
+            s = ctx->status;
+            continue;
+        }
+        int m = 0;
+        while (m < nouts && outs[m] != node) m++;
+        KN_ASSERT(m < nouts);
+        r->in[k] = (Src){SRC_SEG, c->seg, m};
+        kn_tensor *t = c->vals[c->seg][m]; /* known, so that the graph reading it reads the segment's output */
+        if (!APPEND(&c->e->arena, c->known, c->nknown)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+        else if (!(c->known[c->nknown].hold = tensor_hold(ctx, t))) s = ctx->status;
+        else c->known[c->nknown].t = t, c->known[c->nknown++].src = r->in[k];
+    }
+    for (int i = 0; i < nmat; i++)
+        if (mat[i]->flags & TF_REQGRAD) d[nd++] = mat[i];
+    autodiff_truncate(ctx, c->seg_tape);
+    if (s) break_free(ctx, r);
+    else s = autodiff_region(ctx, nd, d, r->nl, r->leaf, break_vjp, break_free, r);
+    c->seg_tape = autodiff_tape_len(ctx);
+    return s;
+}
+
 /* Ends the current graph: at a break (t: the tensor read) or at the end of
  * the body (out: its outputs). Compiles the segment and, at a break, runs it
  * and makes every live traced tensor concrete. */
@@ -1018,6 +1280,8 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
         if (!APPEND(&e->arena, e->w, e->nw)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
         else e->w[e->nw++] = (Write){dst, val, c->seg};
     }
+    BreakRegion *br = NULL;
+    if (brk && !s) s = break_region(c, g, mat, nmat, outs, &n, &br);
     int nuser = n;
     Src *osrc = NULL;
     if (!brk && !s) { /* outputs and grads */
@@ -1060,14 +1324,12 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
                                 "backward supports one differentiable output", f->name, dout, k);
                 dout = k;
             }
-        if (dout >= 0 && c->seg > 0)
-            s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: a graph break in a function whose output requires grad",
-                        f->name);
     }
     (void)nuser;
     if (!s && dout >= 0) s = region_build(c, g, out[dout], outs, &n, cap, dout, sg);
     else if (!s) s = make_seg(c, sg, g, outs, n, cut, 0, !brk && c->seg == 0);
     kn_dealloc(ctx, cut, ncut);
+    if (s && br) break_free(ctx, br);
     if (s || !brk) return s;
 
     /* a break: run the segment now and make the live traced tensors concrete */
@@ -1079,7 +1341,11 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
     Graph *tr = ctx->trace;
     ctx->trace = NULL;
     ctx->capture = NULL;
-    s = run_seg(f, e, sg, &b, v);
+    CEntry *like = c->like; /* the call that failed its value guard computed this segment already */
+    if (like && c->seg < like->ran && like->vals && sg->prog && sg->prog == like->segs[c->seg].prog) {
+        memcpy(v, like->vals[c->seg], (size_t)sg->nout * sizeof *v);
+        memset(like->vals[c->seg], 0, (size_t)sg->nout * sizeof *v);
+    } else s = run_seg(f, e, sg, &b, v);
     for (int i = 0; i < e->nw && !s; i++) /* the body goes on eagerly: writes land now */
         if (e->w[i].seg == c->seg) {
             kn_tensor *dst = e->w[i].dst.kind == SRC_PARAM ? f->o.params[e->w[i].dst.a] : e->held[e->w[i].dst.a];
@@ -1105,6 +1371,8 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
         }
     }
     for (int k = 0; k < e->nin && !s; k++) materialize_stand(c, k); /* views of the inputs */
+    if (br && !s) s = break_bind(c, br, g, outs, sg->nout, mat, nmat);
+    else if (br) break_free(ctx, br);
     c->seg++;
     return s;
 }
@@ -1125,14 +1393,24 @@ static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs
         if (c->stand[k]->flags & TF_REQGRAD) leaves[nl] = c->stand[k], lsrc[nl++] = (Src){SRC_IN, k, 0};
     for (uint32_t k = 0; k < g->ninputs && nl < MAX_VALS; k++) {
         kn_tensor *t = g->input_vals[k];
-        if (!t || !(t->flags & TF_REQGRAD) || !t->st) continue;
-        int idx = -1;
+        int stand = 0, idx = -1;
+        for (int i = 0; t && i < e->nin; i++) stand |= t == c->stand[i];
+        if (!t || !(t->flags & TF_REQGRAD) || !t->st || stand) continue;
+        if (t->tape_seq && t->tape_epoch == ctx->tape_epoch) continue; /* a value of an earlier graph of the trace:
+                                                                           the backward goes through its region */
         for (int i = 0; f->o.params && i < f->o.nparams && idx < 0; i++)
             if (f->o.params[i] == t) idx = i;
         if (idx < 0)
             return kn_errs(ctx, KN_EUNSUPPORTED, "%s: the body reads a tensor that requires grad but is not in "
                            "kn_compile_opts.params; list every parameter there", f->name);
         leaves[nl] = t, lsrc[nl++] = (Src){SRC_PARAM, idx, 0};
+    }
+    for (int i = 0; c->seg > 0 && f->o.params && i < f->o.nparams && nl < MAX_VALS; i++) { /* and those that
+                                                                      only the regions of earlier graphs read */
+        kn_tensor *t = f->o.params[i];
+        int seen = !(t->flags & TF_REQGRAD);
+        for (int j = 0; j < nl && !seen; j++) seen = leaves[j] == t;
+        if (!seen) leaves[nl] = t, lsrc[nl++] = (Src){SRC_PARAM, i, 0};
     }
     /* loss = sum(out * cot): its grads are the VJP of the cotangent cot */
     Node cn;
@@ -1346,7 +1624,7 @@ static void guard_param(kn_fn *f, CEntry *e, int idx)
  * entry is only traced: its segment (and a region's backward) keeps its
  * graph, uncompiled, and nothing runs; a graph break fails the probe. */
 static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int nout, CEntry **made,
-                             const int64_t (*shapes)[KN_MAX_DIMS], int probe)
+                             const int64_t (*shapes)[KN_MAX_DIMS], int probe, CEntry *like)
 {
     kn_ctx *ctx = f->ctx;
     double t0 = now_ms();
@@ -1364,8 +1642,9 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     c.stand = stand;
     c.vals = vals;
     c.nvals = nvals;
-    c.tape_start = autodiff_tape_len(ctx);
+    c.tape_start = c.seg_tape = autodiff_tape_len(ctx);
     c.probe = probe;
+    c.like = like;
     kn_status s = KN_OK;
     Graph *g = graph_new(ctx);
     if (!g) {
@@ -1907,7 +2186,7 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
         for (int k = 0; k < nin; k++)
             for (int d = 0; d < KN_MAX_DIMS; d++) shapes[k][d] = sym[k][d] ? sv[j] : in[k]->shape[d];
         ctx->rng_ctr = ctr0;
-        if (trace_entry(f, in, nin, junk, nout, &e[j], (const int64_t(*)[KN_MAX_DIMS])shapes, 1)) {
+        if (trace_entry(f, in, nin, junk, nout, &e[j], (const int64_t(*)[KN_MAX_DIMS])shapes, 1, NULL)) {
             snprintf(why, sizeof why, "tracing at size %lld: %s", (long long)sv[j], kn_last_error(ctx));
             kn_clear_error(ctx);
         }
@@ -1994,6 +2273,26 @@ kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opt
 
 /* The table of segment values a call fills (vals[seg][m]), in the entry's
  * arena: made at its first call, so later calls allocate none. */
+/* Whether b, traced after a's value guard failed, does what a did: its segments run a's programs (shared,
+ * seg_twin), with the same writes, grads, outputs and reads. */
+static int same_entry(const CEntry *a, const CEntry *b)
+{
+    if (a->nsegs != b->nsegs || a->nw != b->nw || a->ngs != b->ngs || a->nvg != b->nvg || a->nout != b->nout ||
+        (a->rg != NULL) != (b->rg != NULL) || (a->rg && a->rg->bwd.prog != b->rg->bwd.prog))
+        return 0;
+    for (int j = 0; j < a->nsegs; j++)
+        if (a->segs[j].prog != b->segs[j].prog || a->segs[j].dyn || b->segs[j].dyn) return 0;
+    for (int i = 0; i < a->nw; i++)
+        if (!same_src(a->w[i].dst, b->w[i].dst) || !same_src(a->w[i].val, b->w[i].val)) return 0;
+    for (int i = 0; i < a->ngs; i++)
+        if (a->gs[i].param != b->gs[i].param || !same_src(a->gs[i].val, b->gs[i].val)) return 0;
+    for (int i = 0; i < a->nvg; i++)
+        if (a->vg[i].at != b->vg[i].at || !same_src(a->vg[i].val, b->vg[i].val)) return 0;
+    for (int k = 0; k < a->nout; k++)
+        if (!same_src(a->outs[k], b->outs[k])) return 0;
+    return 1;
+}
+
 static kn_tensor ***entry_vals(CEntry *e)
 {
     kn_tensor ***v = arena_alloc(&e->arena, (size_t)(e->nsegs + 1) * sizeof *v);
@@ -2002,15 +2301,22 @@ static kn_tensor ***entry_vals(CEntry *e)
     return v;
 }
 
-/* Runs cached entry e: RUN_OK, RUN_MISMATCH or a status (run_entry). */
-static int call_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out)
+static void entry_vals_free(kn_fn *f, CEntry *e)
 {
-    if (!e->vals && !(e->vals = entry_vals(e))) return kn_errs(f->ctx, KN_ENOMEM, "out of memory running %s", f->name);
-    int r = run_entry(f, e, in, out, 0, e->vals, 0);
-    for (int j = 0; j < e->nsegs; j++) {
+    for (int j = 0; e->vals && j < e->nsegs; j++) {
         free_vals(f->ctx, e->vals[j], e->segs[j].nout);
         memset(e->vals[j], 0, (size_t)(e->segs[j].nout + 1) * sizeof **e->vals);
     }
+    e->ran = 0;
+}
+
+/* Runs cached entry e: RUN_OK, RUN_MISMATCH or a status (run_entry). keep: on RUN_MISMATCH the values
+ * of the segments that ran stay (a trace that follows may take them; entry_vals_free). */
+static int call_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out, int keep)
+{
+    if (!e->vals && !(e->vals = entry_vals(e))) return kn_errs(f->ctx, KN_ENOMEM, "out of memory running %s", f->name);
+    int r = run_entry(f, e, in, out, 0, e->vals, 0);
+    if (r != RUN_MISMATCH || !keep) entry_vals_free(f, e);
     return r;
 }
 
@@ -2061,17 +2367,19 @@ kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int 
     }
     f->calls++;
     char why[256] = "";
+    CEntry *like = NULL; /* an entry whose guards passed but a value read at a break differed */
     for (CEntry *e = f->entries; e; e = e->next) {
         char w[256];
         if (!guards_pass(f, e, in, nin, nout, w, sizeof w)) {
             if (!why[0]) snprintf(why, sizeof why, "%s", w); /* the newest entry's reason */
             continue;
         }
-        int r = call_entry(f, e, in, out);
+        int r = call_entry(f, e, in, out, !like);
         if (r != RUN_MISMATCH) {
             op_leave(ctx, saved);
             return (kn_status)r;
         }
+        if (!like) like = e;
         if (!why[0]) snprintf(why, sizeof why, "a value read at a graph break differs from the traced one");
     }
     if (f->entries) {
@@ -2089,7 +2397,8 @@ kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int 
             return s;
         }
         f->recompiles++;
-        log_line(ctx, LOG_RECOMPILES, "%s: recompiling (entry %d): %s", f->name, f->nentries + 1, why);
+        if (like) log_line(ctx, LOG_RECOMPILES, "%s: tracing again: %s", f->name, why);
+        else log_line(ctx, LOG_RECOMPILES, "%s: recompiling (entry %d): %s", f->name, f->nentries + 1, why);
         mark_dynamic(f, in, nin);
     }
     CEntry *made = NULL;
@@ -2107,15 +2416,24 @@ kn_status kn_call(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor **out, int 
         made->next = f->entries;
         f->entries = made;
         f->nentries++;
-        int r = call_entry(f, made, in, out);
+        int r = call_entry(f, made, in, out, 0);
         s = r == RUN_MISMATCH ? kn_errs(ctx, KN_EINVAL, "%s: a generic entry's guard failed at its first call", f->name)
                               : (kn_status)r;
         op_leave(ctx, saved);
         return s;
     }
-    if (!ctx->status) s = trace_entry(f, in, nin, out, nout, &made, NULL, 0);
+    if (!ctx->status) s = trace_entry(f, in, nin, out, nout, &made, NULL, 0, like);
     else s = ctx->status;
-    if (made) {
+    if (like) entry_vals_free(f, like);
+    if (made && like && same_entry(like, made)) { /* the body did the same with the new value: made replaces like */
+        CEntry **p = &f->entries;
+        while (*p != like) p = &(*p)->next;
+        *p = made;
+        made->next = like->next;
+        entry_unref(like);
+        f->recompiles--;
+        log_line(ctx, LOG_RECOMPILES, "%s: the same graphs as before: no recompile, their programs run", f->name);
+    } else if (made) {
         made->next = f->entries;
         f->entries = made;
         f->nentries++;

@@ -64,6 +64,9 @@ Program *compile_generic(kn_ctx *ctx, const Graph *const *gs, const int64_t *sv,
                          int nouts, const CompileOpts *o, char *why, size_t cap);
 Program *program_at(kn_ctx *ctx, const Program *gen, const Graph *g, int64_t s);
 void program_stats(const Program *p, ProgramStats *st);
+/* One more holder of p (a body traced again that made the same graph): program_free drops one; the
+ * last frees it. Calls of its holders must not overlap (none do: kn_call runs one at a time). */
+Program *program_share(Program *p);
 void program_free(Program *p);
 
 #endif

@@ -144,6 +144,7 @@ typedef struct {
     uint32_t serial;        /* distinguishes this graph's node ids from an earlier graph's */
     kn_tensor **input_vals; /* input_vals[k]: the tensor behind input k while tracing (not owned) */
     uint32_t input_cap;
+    int refs;               /* holders besides the first: graph_free drops one, the last frees it */
 } Graph;
 
 Graph *graph_new(kn_ctx *ctx);
@@ -306,19 +307,23 @@ int autodiff_custom_wanted(kn_ctx *ctx, kn_tensor *x); /* grad wanted for x and 
 /* d loss / d leaves[i] into grads[i] (NULL where unreached), without touching
  * .grad; the tape is kept. Used by kn_backward and to build joint graphs. */
 kn_status autodiff_grads(kn_ctx *ctx, kn_tensor *loss, int n, kn_tensor *const *leaves, kn_tensor **grads);
+/* The same, over the tape's entries from stop on: a source made by an earlier entry is a leaf, listed in
+ * leaves (a value a region of an earlier graph made: capture.c's graph breaks). */
+kn_status autodiff_grads_since(kn_ctx *ctx, kn_tensor *loss, uint32_t stop, int n, kn_tensor *const *leaves,
+                               kn_tensor **grads);
 void autodiff_release(kn_ctx *ctx); /* drop the tape */
 uint32_t autodiff_tape_len(const kn_ctx *ctx);
 void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf); /* a leaf is being freed */
 void autodiff_scope_begin(kn_ctx *ctx);                  /* remember the tape's length */
 void autodiff_scope_end(kn_ctx *ctx);                    /* drop entries nothing alive refers to */
 kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* eager: copy values into dst's storage */
-/* A region (a compiled function run by kn_call): out depends on in[0..nin);
- * backward calls fn once with out's cotangent g to fill grads[i] (NULL: none)
- * for every source; release(user) runs when the entry is dropped (also if
- * nothing needs grad, or on error). */
-typedef kn_status (*RegionVjp)(kn_ctx *ctx, void *user, kn_tensor *g, kn_tensor **grads);
-kn_tensor *autodiff_region(kn_ctx *ctx, kn_tensor *out, int nin, kn_tensor *const *in, RegionVjp fn,
-                           void (*release)(kn_ctx *ctx, void *user), void *user);
+/* A region (a compiled function run by kn_call, or a graph of it): out[0..nout) depend on in[0..nin);
+ * backward calls fn once with the outputs' cotangents g[0..nout) (NULL: none reached that output) to fill
+ * grads[i] (NULL: none) for every source; release(user) runs when the entry is dropped (also if nothing
+ * needs grad, or on error). */
+typedef kn_status (*RegionVjp)(kn_ctx *ctx, void *user, kn_tensor *const *g, kn_tensor **grads);
+kn_status autodiff_region(kn_ctx *ctx, int nout, kn_tensor *const *out, int nin, kn_tensor *const *in, RegionVjp fn,
+                          void (*release)(kn_ctx *ctx, void *user), void *user);
 void autodiff_truncate(kn_ctx *ctx, uint32_t len); /* drop entries from len on */
 
 /* ---- capture hooks (capture.c), called while kn_call traces a body (ctx->capture set) ---- */

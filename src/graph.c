@@ -41,6 +41,10 @@ Graph *graph_new(kn_ctx *ctx)
 void graph_free(Graph *g)
 {
     if (!g) return;
+    if (g->refs > 0) {
+        g->refs--;
+        return;
+    }
     kn_dealloc(g->ctx, g->nodes, g->cap * sizeof(Node));
     kn_dealloc(g->ctx, g->hash, g->hcap * sizeof(uint32_t));
     Arena a = g->arena; /* g itself lives in its arena */

@@ -365,9 +365,17 @@ void kn_optim_free(kn_optim *opt);           /* frees the state; NULL is fine */
  * Writes to them (kn_optim_step, batch_norm's running stats) and the .grad
  * that kn_backward leaves are replayed on every call. Reading a value
  * (kn_item, kn_read) is a graph break unless fullgraph is set, in which
- * case it is an error naming the op. Results always equal eager execution
- * within floating-point tolerance. out[] receives new tensors in the
- * caller's current scope (reduce-overhead: the function's own; kn_mode). */
+ * case it is an error naming the op: the graph so far is compiled and run,
+ * the body goes on with the value, and what follows is another graph; a
+ * kn_backward after the read (a loss logged before the backward) runs
+ * backward through both. The value is guarded on, since the body may
+ * branch on it: a call that reads another value runs the body again (its C
+ * code too, so what it logs is this call's), and where the graphs come out
+ * the same their compiled programs run, with no recompile. To read a value
+ * at no cost, return it as an output and read it after kn_call. Results
+ * always equal eager execution within floating-point tolerance. out[]
+ * receives new tensors in the caller's current scope (reduce-overhead: the
+ * function's own; kn_mode). */
 typedef struct kn_fn kn_fn;
 typedef kn_status (*kn_body_fn)(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out,
                                 int nout);

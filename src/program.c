@@ -406,9 +406,19 @@ static void log_profile(const Program *p)
     }
 }
 
+Program *program_share(Program *p)
+{
+    p->refs++;
+    return p;
+}
+
 void program_free(Program *p)
 {
     if (!p) return;
+    if (p->refs > 0) {
+        p->refs--;
+        return;
+    }
     if (p->prof_ns) {
         if (p->prof_runs) log_profile(p);
         kn_dealloc(p->ctx, p->prof_ns, (size_t)(p->nsteps + 1) * sizeof *p->prof_ns);

@@ -80,6 +80,7 @@ struct Program {
     uint64_t *prof_ns;  /* KILN_LOGS=perf: per step, its time over every run but the first (logged by
                            program_free) */
     int prof_runs, runs;
+    int refs;           /* holders besides the first (program_share): program_free drops one */
 };
 
 /* g (its pointers but A unset) and win (19 numbers) for the product spec s, for the library's GEMM and

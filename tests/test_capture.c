@@ -160,6 +160,10 @@ static kn_status fwd_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin
 typedef struct {
     Model *m;
     kn_optim *opt;
+    int reads;       /* values the body reads before its backward (graph breaks): 0, 1 (the loss) or 2 (and a
+                        value in the middle of the forward) */
+    double logged;   /* the loss the body read at its last run */
+    int runs;        /* runs of the body's C code (traces, and eager calls) */
 } Step;
 
 static kn_status step_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
@@ -167,8 +171,19 @@ static kn_status step_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int ni
     Step *st = user;
     (void)nin;
     (void)nout;
+    st->runs++;
     kn_optim_zero_grad(st->opt);
-    kn_tensor *loss = model_loss(ctx, st->m, in[0], in[1], 1);
+    kn_tensor *x = in[0], *reg = NULL;
+    double v;
+    if (st->reads > 1) { /* a break before the loss: the graph before it is a region of its own, which the
+                            backward goes through (a weight decay term of the first parameter) */
+        kn_tensor *p = model_params(st->m)[0];
+        reg = kn_mul(ctx, kn_sum(ctx, kn_mul(ctx, p, p), NULL, 0, 0), kn_scalar(ctx, 1e-3));
+        if (kn_item(ctx, reg, &v) != KN_OK) return kn_last_status(ctx);
+    }
+    kn_tensor *loss = model_loss(ctx, st->m, x, in[1], 1);
+    if (reg) loss = kn_add(ctx, loss, reg);
+    if (st->reads && (!loss || kn_item(ctx, loss, &st->logged) != KN_OK)) return kn_last_status(ctx);
     if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(st->opt) != KN_OK) return kn_last_status(ctx);
     out[0] = loss;
     return KN_OK;
@@ -241,8 +256,60 @@ static void test_region(int bi, const char *name, ModelCfg cfg)
     kn_ctx_free(cb);
 }
 
-/* (b) the whole step compiled: losses, params and buffers follow eager */
-static void test_step(int bi, const char *name, ModelCfg cfg, int sgd)
+/* (a') a compiled forward that reads a value in its middle (a graph break) and whose backward runs later:
+ * the gradients of its parameters and of its input go through both of its graphs */
+static kn_status read_fwd(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    kn_tensor **p = user;
+    (void)nin;
+    (void)nout;
+    kn_tensor *h = kn_relu(ctx, kn_linear(ctx, in[0], p[0], p[1]));
+    double v;
+    if (kn_item(ctx, kn_sum(ctx, h, NULL, 0, 0), &v) != KN_OK) return kn_last_status(ctx);
+    out[0] = kn_linear(ctx, kn_tanh(ctx, h), p[2], p[3]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_region_break(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 11});
+    int64_t s0[2] = {16, 8}, s1[1] = {16}, s2[2] = {3, 16}, s3[1] = {3}, xs[2] = {5, 8};
+    kn_tensor *p[4] = {kn_param(ctx, kn_randn(ctx, KN_F32, 2, s0)), kn_param(ctx, kn_randn(ctx, KN_F32, 1, s1)),
+                       kn_param(ctx, kn_randn(ctx, KN_F32, 2, s2)), kn_param(ctx, kn_randn(ctx, KN_F32, 1, s3))};
+    kn_tensor *x = kn_requires_grad(ctx, kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs)), 1), *want[5] = {0}, *got[5];
+    kn_compile_opts o = {.backend = backends[bi], .params = p, .nparams = 4, .name = "read_fwd"};
+    kn_fn *f = kn_compile(ctx, read_fwd, p, &o);
+    for (int c = 0; c < 3; c++) { /* c 0: eager; 1, 2: compiled (a trace, then the cached entry); graphs: the
+                                     forward's two and the backward */
+        kn_scope_begin(ctx);
+        kn_tensor *y = NULL;
+        kn_status s = c ? kn_call(f, &x, 1, &y, 1) : read_fwd(ctx, p, &x, 1, &y, 1);
+        CHECK_MSG(s == KN_OK, "%s call %d: %s", bname[bi], c, kn_last_error(ctx));
+        kn_tensor *l = s ? NULL : kn_sum(ctx, kn_mul(ctx, y, y), NULL, 0, 0);
+        CHECK_MSG(l && kn_backward(ctx, l, 0) == KN_OK, "%s call %d: %s", bname[bi], c, kn_last_error(ctx));
+        kn_tensor **keep = c ? got : want;
+        for (int i = 0; i < 5; i++) keep[i] = kn_keep(ctx, kn_to(ctx, kn_grad(ctx, i < 4 ? p[i] : x), KN_F64)); /* a copy */
+        double worst = 0;
+        for (int i = 0; c && i < 5; i++) {
+            double d = max_diff(ctx, got[i], want[i]);
+            if (!(d <= worst)) worst = d;
+        }
+        CHECK_MSG(worst < 1e-5, "%s call %d: gradients differ from eager's by %g", bname[bi], c, worst);
+        kn_zero_grad(ctx, p, 4);
+        kn_zero_grad(ctx, &x, 1);
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == 1 && info.graphs == 3 && info.recompiles == 0, "%s: entries %d graphs %d recompiles %d",
+              bname[bi], info.entries, info.graphs, info.recompiles);
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* (b) the whole step compiled: losses, params and buffers follow eager; reads: values the body reads before
+ * its backward (a loss logged with kn_item), graph breaks the backward runs through */
+static void test_step(int bi, const char *name, ModelCfg cfg, int sgd, int reads)
 {
     kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 5}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 5});
     Model *ma = model_new(ca, name, &cfg), *mb = model_new(cb, name, &cfg);
@@ -250,9 +317,9 @@ static void test_step(int bi, const char *name, ModelCfg cfg, int sgd)
     CHECK(model_batch(ca, ma, 4, &x, &y) == KN_OK && model_batch(cb, mb, 4, &x2, &y2) == KN_OK);
     kn_sgd_opts so = {.lr = 0.05, .momentum = 0.9};
     Step sa = {ma, sgd ? kn_sgd(ca, model_params(ma), model_nparams(ma), &so)
-                       : kn_adam(ca, model_params(ma), model_nparams(ma), NULL)};
+                       : kn_adam(ca, model_params(ma), model_nparams(ma), NULL), reads, 0, 0};
     Step sb = {mb, sgd ? kn_sgd(cb, model_params(mb), model_nparams(mb), &so)
-                       : kn_adam(cb, model_params(mb), model_nparams(mb), NULL)};
+                       : kn_adam(cb, model_params(mb), model_nparams(mb), NULL), reads, 0, 0};
     kn_compile_opts o = {.backend = backends[bi], .params = model_params(ma), .nparams = model_nparams(ma),
                          .name = name};
     kn_fn *f = kn_compile(ca, step_body, &sa, &o);
@@ -269,6 +336,9 @@ static void test_step(int bi, const char *name, ModelCfg cfg, int sgd)
         kn_item(cb, lb[0], &b);
         double d = fabs(a - b) / fabs(b);
         if (!(d <= worst_loss)) worst_loss = d;
+        /* the body ran again (a traced value changed), so what it logged is this call's loss */
+        if (reads) CHECK_MSG(sa.runs == step + 1 && sa.logged == a, "%s %s step %d: %d runs, logged %g, loss %g",
+                             bname[bi], name, step, sa.runs, sa.logged, a);
         kn_scope_end(ca);
         kn_scope_end(cb);
     }
@@ -287,12 +357,16 @@ static void test_step(int bi, const char *name, ModelCfg cfg, int sgd)
         if (!(d <= worst)) worst = d;
     }
     (void)param_diff;
-    CHECK_MSG(worst_loss < 1e-4 && worst < 1e-4, "%s %s%s: loss rel err %g, params/buffers %g", bname[bi], name,
-              sgd ? " sgd" : "", worst_loss, worst);
+    CHECK_MSG(worst_loss < 1e-4 && worst < 1e-4, "%s %s%s reads %d: loss rel err %g, params/buffers %g", bname[bi],
+              name, sgd ? " sgd" : "", reads, worst_loss, worst);
     kn_fn_info info;
     kn_fn_stats(f, &info);
-    /* SGD with momentum recompiles once: its first step has no buffer yet */
-    CHECK_MSG(info.entries == 1 + sgd && info.eager_calls == 0, "%s: entries %d", name, info.entries);
+    /* SGD with momentum recompiles once: its first step has no buffer yet. A read value that changes
+     * traces the body again, but its graphs are the same: no recompile, and nothing compiled again */
+    CHECK_MSG(info.entries == 1 + sgd && info.eager_calls == 0 && info.recompiles == sgd &&
+                  info.graphs == 1 + reads && (bi == 0 || (info.compiles >= 1 + reads && info.compiles <= (1 + sgd) * (1 + reads))),
+              "%s %s reads %d: entries %d recompiles %d graphs %d compiles %d eager calls %d", bname[bi], name, reads,
+              info.entries, info.recompiles, info.graphs, info.compiles, info.eager_calls);
     /* a compiled backend runs every node as a kernel (gpt: the embedding's gather and scatter_add too) */
     CHECK_MSG(info.interp_steps == 0, "%s %s: %d nodes ran on the interpreter", bname[bi], name, info.interp_steps);
     kn_fn_free(f);
@@ -489,10 +563,14 @@ int main(void)
         test_breaks(bi);
         test_region(bi, "mlp", mlp);
         test_region(bi, "gpt", gpt);
-        test_step(bi, "gpt", gpt, 0);
+        test_region_break(bi);
+        test_step(bi, "gpt", gpt, 0, 0);
         test_in_place(bi);
-        test_step(bi, "smallcnn", small, 1);
-        if (bi < 2) test_step(bi, "cnn", cnn, 0);
+        test_step(bi, "smallcnn", small, 1, 0);
+        if (bi < 2) test_step(bi, "cnn", cnn, 0, 0);
+        test_step(bi, "mlp", mlp, 0, 1);
+        test_step(bi, "gpt", gpt, 0, 2);
+        test_step(bi, "smallcnn", small, 1, 1);
     }
     TEST_END("capture");
 }
