@@ -1018,7 +1018,7 @@ static int same_node(const IrNode *x, const IrNode *y)
 {
     return x->kind == y->kind && x->dtype == y->dtype && x->op == y->op && x->width == y->width && x->a == y->a &&
            x->b == y->b && x->c == y->c && x->child == y->child && x->next == y->next && x->buf == y->buf &&
-           x->var == y->var && x->index == y->index && !memcmp(&x->imm, &y->imm, sizeof x->imm) && x->seed == y->seed;
+           x->var == y->var && x->index == y->index && !memcmp(&x->imm, &y->imm, sizeof x->imm);
 }
 
 /* Whether a and b render to the same code but for their names: the same
