@@ -124,7 +124,8 @@ typedef struct {
     int32_t var;    /* IR_LOOP: its symbol; IR_ACC, IR_UPDATE, IR_ACCVAL: accumulator number */
     ExprId index;   /* IR_LOAD, IR_STORE, IR_INDEX, IR_RAND: the index; IR_LOOP: the extent; IR_CHECK: the
                        bound; IR_CONST: 0, or an expression of shape symbols whose value at the run (its
-                       reciprocal if op is OP_RECIP) replaces imm (a mean's divisor; not in the text form) */
+                       reciprocal if op is OP_RECIP) replaces imm (a mean's divisor, a draw's i64 advance of
+                       the generator; not in the text form) */
     double imm;     /* IR_CONST: the value (integral for integer dtypes, 0 or 1 for bool) */
 } IrNode;
 
