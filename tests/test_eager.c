@@ -10,8 +10,9 @@
  * and cast results must be bitwise equal, float math within a tight
  * tolerance. Then: the cache hits (a second call compiles nothing) and
  * drops its least recently used kernel when full; ops left to the
- * interpreter (gather, creation, empty tensors, views whose dims do not
- * nest) still agree; an MLP's eager training step with Adam gives the
+ * interpreter (gather, creation but rand, empty tensors, views whose dims
+ * do not nest) still agree; rand's draws are the interpreter's bits, each
+ * from the cached kernel of its shape; an MLP's eager training step with Adam gives the
  * interpreter's losses over 5 steps; shape and dtype errors are raised as
  * before; no compiler means the interpreter, with one log line; KILN_EAGER
  * picks the backend when a context is made.
@@ -368,6 +369,38 @@ static void test_interp_only(void)
               (unsigned long long)(runs() - before));
 }
 
+/* ---- rand: the generator's state is its sources, so one kernel a shape serves every draw ---- */
+
+static kn_tensor *rand_case(kn_ctx *c, const void *arg)
+{
+    int64_t sh[2] = {R, C};
+    return kn_rand(c, *(const kn_dtype *)arg, 2, sh);
+}
+
+static kn_tensor *dropout_case(kn_ctx *c, const void *arg)
+{
+    int64_t sh[2] = {R, C};
+    (void)arg;
+    return kn_dropout(c, data(c, KN_F32, 2, sh, 5, -1, 1), 0.4, 1);
+}
+
+static void test_rand(void)
+{
+    static const kn_dtype dts[3] = {KN_F32, KN_F64, KN_BF16};
+    char what[64];
+    kn_manual_seed(ci, 5), kn_manual_seed(cc, 5);
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "rand %s", kn_dtype_name(dts[i]));
+        same(what, rand_case, &dts[i], EXACT, 1);
+    }
+    EagerStats a, b;
+    eager_stats(cc, &a);
+    same("rand f32, again", rand_case, &dts[0], EXACT, 1); /* the next draw, through the cached kernel */
+    eager_stats(cc, &b);
+    CHECK_MSG(!jit || (b.compiles == a.compiles && b.hits > a.hits), "%s: a second draw compiled again", bname);
+    same("dropout", dropout_case, NULL, EXACT, 1);
+}
+
 /* ---- the cache ---- */
 
 static kn_tensor *add_case(kn_ctx *c, const void *arg)
@@ -543,6 +576,7 @@ static void run_backend(kn_backend b)
     test_reduce_move();
     test_dot();
     test_interp_only();
+    test_rand();
     test_cache();
     test_mlp();
     test_errors();
