@@ -1880,8 +1880,7 @@ static DynSeg *dyn_seg(kn_fn *f, Arena *a, const Seg *const *ss, const int64_t *
         for (int j = 1; j < 4 && ok; j++)
             ok = n[j]->op == n[0]->op && n[j]->dtype == n[0]->dtype && n[j]->ndim == n[0]->ndim &&
                  n[j]->nsrc == n[0]->nsrc && memcmp(n[j]->src, n[0]->src, sizeof n[0]->src) == 0 &&
-                 n[j]->p.seed == n[0]->p.seed && n[j]->p.ctr == n[0]->p.ctr && n[j]->p.axis == n[0]->p.axis &&
-                 n[j]->p.dtype == n[0]->p.dtype && n[j]->p.n == n[0]->p.n;
+                 n[j]->p.axis == n[0]->p.axis && n[j]->p.dtype == n[0]->p.dtype && n[j]->p.n == n[0]->p.n;
         int64_t x[4];
         for (int dd = 0; dd < KN_MAX_DIMS && ok; dd++) {
             for (int j = 0; j < 4; j++) x[j] = n[j]->shape[dd];
@@ -2181,16 +2180,13 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
         kn_err(ctx, KN_ENOMEM, "out of memory compiling %s", f->name);
         return NULL;
     }
-    uint64_t ctr0 = ctx->rng_ctr, ctr1 = ctr0; /* each probe draws what one trace would (rand's counters) */
     for (int j = 0; j < 4 && !why[0]; j++) {
         for (int k = 0; k < nin; k++)
             for (int d = 0; d < KN_MAX_DIMS; d++) shapes[k][d] = sym[k][d] ? sv[j] : in[k]->shape[d];
-        ctx->rng_ctr = ctr0;
         if (trace_entry(f, in, nin, junk, nout, &e[j], (const int64_t(*)[KN_MAX_DIMS])shapes, 1, NULL)) {
             snprintf(why, sizeof why, "tracing at size %lld: %s", (long long)sv[j], kn_last_error(ctx));
             kn_clear_error(ctx);
         }
-        if (j == 0) ctr1 = ctx->rng_ctr;
     }
     kn_dealloc(ctx, shapes, (size_t)(nin + 1) * sizeof *shapes);
     int d = !why[0] && dyn_match(f, e, sv, why, sizeof why);
@@ -2198,7 +2194,6 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     if (d && code) /* one program for every size, the forward's and a region backward's */
         d = dyn_compile(f, &e[0]->segs[0], sv, why, sizeof why) &&
             (!e[0]->rg || dyn_compile(f, &e[0]->rg->bwd, sv, why, sizeof why));
-    ctx->rng_ctr = d ? ctr1 : ctr0; /* as after the one trace that made the entry, or before the next */
     if (!d) {
         entry_unref(e[0]);
         log_line(ctx, LOG_RECOMPILES, "%s: in[%d] dim %d specialised to %lld: %s", f->name, k0, d0, (long long)n, why);

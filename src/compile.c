@@ -1018,7 +1018,7 @@ static int same_node(const IrNode *x, const IrNode *y)
 {
     return x->kind == y->kind && x->dtype == y->dtype && x->op == y->op && x->width == y->width && x->a == y->a &&
            x->b == y->b && x->c == y->c && x->child == y->child && x->next == y->next && x->buf == y->buf &&
-           x->var == y->var && x->index == y->index && !memcmp(&x->imm, &y->imm, sizeof x->imm) && x->seed == y->seed;
+           x->var == y->var && x->index == y->index && !memcmp(&x->imm, &y->imm, sizeof x->imm);
 }
 
 /* Whether a and b render to the same code but for their names: the same
@@ -1559,9 +1559,10 @@ static Program *compile_fresh(kn_ctx *ctx, const Graph *g, const uint32_t *outs,
  * schedules, steps and kernels are the same but for numbers that are one
  * affine a*z0 + b at every probe (extents, indices, buffer sizes, a dot's
  * sizes, strides and offsets; a constant that is such a size or its
- * reciprocal: a mean's divisor; a*z0*z0 + b*z0 + c where an (s0, s0)
- * tensor makes them quadratic), those numbers become expressions of z0, a
- * shape symbol (ir.h IR_SHAPE_SYM) that the kernels read at run time. The
+ * reciprocal: a mean's divisor, a draw's advance of the generator;
+ * a*z0*z0 + b*z0 + c where an (s0, s0) tensor makes them quadratic),
+ * those numbers become expressions of z0, a shape symbol (ir.h
+ * IR_SHAPE_SYM) that the kernels read at run time. The
  * loop passes then run on the generic kernels: their ranges know nothing of
  * z0, so no index is simplified on the strength of a size; parallel and
  * vector marks take the first probe's size as a hint only (they are valid at
@@ -1664,13 +1665,14 @@ static ExprId gen_expr(ExprTable *t, const ExprId *e, const int64_t *sv, int np)
 }
 
 /* An f32 or f64 constant of the probes that is a size affine in z0, or its
- * reciprocal (as the graph's double rounds to dt): its node's index (and op
- * OP_RECIP) set in *y, 1; else 0. */
+ * reciprocal (as the graph's double rounds to dt), or an i64 one that is
+ * such a size (a draw's advance of the generator: prim.c p_rand): its
+ * node's index (and op OP_RECIP) set in *y, 1; else 0. */
 static int gen_const(ExprTable *t, IrNode *y, const IrNode *const *x, const int64_t *sv, int np)
 {
     int64_t c[GEN_PROBES];
-    if (y->dtype != KN_F32 && y->dtype != KN_F64) return 0;
-    for (int inv = 0; inv < 2; inv++) {
+    if (y->dtype != KN_F32 && y->dtype != KN_F64 && y->dtype != KN_I64) return 0;
+    for (int inv = 0; inv < 2 - (y->dtype == KN_I64); inv++) {
         int ok = 1;
         for (int j = 0; j < np && ok; j++) {
             double v = inv ? 1.0 / x[j]->imm : x[j]->imm;

@@ -78,7 +78,6 @@ uint16_t dt_float_to_bf16(float f);
 typedef struct {
     int64_t i[2 * KN_MAX_DIMS]; /* axes mask, shape, perm, slice, pad pairs */
     double f;                   /* full value, pad value */
-    uint64_t seed, ctr;         /* rand: key and counter base */
     int32_t axis;               /* iota axis */
     uint8_t dtype;              /* cast, full, iota, rand, input */
     uint8_t n;                  /* entries of i in use */
@@ -174,7 +173,8 @@ struct kn_ctx {
     int scope;               /* open scope depth */
     kn_tensor *live;         /* newest first */
     size_t live_bytes, live_tensors;
-    uint64_t seed, rng_ctr;  /* Philox key and next counter */
+    uint64_t rng[2];         /* the generator: Philox key, and the stream position of the next draw */
+    kn_tensor *rng_t[2];     /* rng[0] and rng[1] as 0-d i64 tensors (ctx_rng): a draw's sources */
     Graph *trace;            /* non-NULL: prims record nodes instead of running */
     void (*log)(void *user, const char *line);
     void *log_user;
@@ -199,6 +199,11 @@ struct kn_ctx {
     void *scratch;           /* lent to compiled GEMMs for a call (ctx_scratch), scratch_bytes long */
     size_t scratch_bytes;
 };
+
+/* The generator's state as 0-d i64 tensors over ctx->rng, which the context owns (made at the first draw):
+ * a draw reads them as its sources, so a traced draw reads the state and writes it back (prim.c p_rand).
+ * NULL with the error set if out of memory. */
+kn_tensor *const *ctx_rng(kn_ctx *ctx);
 
 /* ---- errors ---- */
 void *kn_err(kn_ctx *ctx, kn_status s, const char *fmt, ...) KN_PRINTF(3, 4);     /* returns NULL */
@@ -264,6 +269,8 @@ kn_tensor *p_reduce(kn_ctx *ctx, Op op, kn_tensor *x, const int *dims, int ndims
 kn_tensor *p_cast(kn_ctx *ctx, kn_tensor *x, kn_dtype dt);
 kn_tensor *p_full(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, double v);
 kn_tensor *p_iota(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, int axis);
+/* A draw from the context's generator: element c of it is Philox's at stream position counter + c,
+ * and the counter advances by its numel (while tracing, a traced write of the counter). */
 kn_tensor *p_rand(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape);
 kn_tensor *p_gather(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx);
 kn_tensor *p_scatter_add(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx, kn_tensor *src);

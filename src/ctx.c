@@ -114,7 +114,7 @@ kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
     memset(ctx, 0, sizeof *ctx);
     ctx->alloc = fn;
     ctx->alloc_user = user;
-    ctx->seed = opts ? opts->seed : 0;
+    ctx->rng[0] = opts ? opts->seed : 0;
     ctx->grad_enabled = 1;
     log_init(ctx);
     eager_init(ctx);
@@ -131,6 +131,7 @@ void kn_ctx_free(kn_ctx *ctx)
     }
     while (ctx->live) kn_free(ctx, ctx->live);
     if (ctx->trace) graph_free(ctx->trace);
+    for (int i = 0; i < 2; i++) tensor_unhold(ctx, ctx->rng_t[i]);
     eager_free(ctx);
     storage_cache_flush(ctx);
     kn_dealloc(ctx, ctx->scratch, ctx->scratch_bytes ? ctx->scratch_bytes + 64 : 0);
@@ -159,11 +160,34 @@ void kn_set_log(kn_ctx *ctx, void (*fn)(void *user, const char *line), void *use
     ctx->log_user = user;
 }
 
+kn_tensor *const *ctx_rng(kn_ctx *ctx)
+{
+    for (int i = 0; i < 2; i++)
+        if (!ctx->rng_t[i] && !(ctx->rng_t[i] = tensor_own(ctx, tensor_borrow(ctx, &ctx->rng[i], KN_I64, 0, NULL))))
+            return NULL;
+    return ctx->rng_t;
+}
+
+/* Key := seed, counter := 0. Inside a body kn_call traces, the two are writes the program replays at
+ * every call (as a draw's advance is), from constants the entry holds. */
 void kn_manual_seed(kn_ctx *ctx, uint64_t seed)
 {
     if (!ctx) return;
-    ctx->seed = seed;
-    ctx->rng_ctr = 0;
+    if (ctx->capture) {
+        const char *saved = op_enter(ctx, "kn_manual_seed");
+        kn_tensor *const *rng = ctx_rng(ctx);
+        int64_t v[2] = {(int64_t)seed, 0};
+        for (int i = 0; i < 2 && rng && !ctx->status; i++) {
+            kn_tensor *c = kn_tensor_from(ctx, KN_I64, 0, NULL, &v[i]);
+            if (c) tensor_assign(ctx, rng[i], c);
+        }
+        op_leave(ctx, saved);
+        return;
+    }
+    ctx->rng[0] = seed;
+    ctx->rng[1] = 0;
+    for (int i = 0; i < 2; i++)
+        if (ctx->rng_t[i]) storage_stamp(ctx, ctx->rng_t[i]->st);
 }
 
 static kn_status verr(kn_ctx *ctx, kn_status s, const char *fmt, va_list ap)

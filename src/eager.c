@@ -14,7 +14,9 @@
  * elements fit, evenly spaced, within one step of the dim before, as the
  * views permute, expand, slice and reshape make of a row-major tensor do.
  * Views that do not (overlapping windows), gather, scatter_add, the
- * creation ops and empty tensors stay on the interpreter.
+ * creation ops but rand (whose generator state is its sources, so one
+ * kernel serves every draw of a shape) and empty tensors stay on the
+ * interpreter.
  *
  * Signature: op, parameters, and for each source its dtype, shape, strides
  * (of dims of size > 1), where the view starts inside its stretch and how
@@ -473,7 +475,7 @@ void eager_set_capacity(kn_ctx *ctx, int cap)
 static int compiled_op(Op op)
 {
     OpClass c = kn_opinfo[op].cls;
-    return c != OC_LEAF && c != OC_CREATE && c != OC_INDEX;
+    return c != OC_LEAF && (c != OC_CREATE || op == OP_RAND) && c != OC_INDEX;
 }
 
 int eager_run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond, const Dim *osh,

@@ -103,8 +103,6 @@ static size_t dump_params(const Node *n, char *buf, size_t cap, size_t len)
     }
     if (n->op == OP_FULL || n->op == OP_PAD) len = kn_appendf(buf, cap, len, " value=%.17g", p->f);
     if (n->op == OP_IOTA) len = kn_appendf(buf, cap, len, " axis=%d", (int)p->axis);
-    if (n->op == OP_RAND) len = kn_appendf(buf, cap, len, " seed=%llu ctr=%llu", (unsigned long long)p->seed,
-                                    (unsigned long long)p->ctr);
     return len;
 }
 

@@ -389,8 +389,10 @@ static kn_status run_dot(kn_ctx *ctx, kn_tensor *out, kn_tensor *a, kn_tensor *b
 /* ---- creation ---- */
 
 /* Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as
- * 1, 2, 3", SC'11): a counter-based generator, so element i of a draw
- * depends only on (seed, counter) and every target gives the same numbers. */
+ * 1, 2, 3", SC'11): a counter-based generator, so a number depends only on
+ * (key, counter) and every target gives the same ones. The stream of key
+ * is its blocks in order, four 32-bit lanes each: position c is block
+ * c / 4, lane c % 4, whose top 24 bits give a uniform in [0, 1). */
 void interp_philox(uint64_t key, uint64_t ctr, uint32_t out[4])
 {
     uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
@@ -408,6 +410,19 @@ void interp_philox(uint64_t key, uint64_t ctr, uint32_t out[4])
     out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
+/* rand: element k is the stream of key src[0] at position src[1] + k */
+static void run_rand(kn_tensor *out, kn_tensor *const *src)
+{
+    uint64_t key = (uint64_t)dt_load_i(KN_I64, tensor_ptr(src[0], 0));
+    uint64_t pos = (uint64_t)dt_load_i(KN_I64, tensor_ptr(src[1], 0));
+    int64_t n = tensor_numel(out->ndim, out->shape);
+    uint32_t r[4];
+    for (int64_t k = 0; k < n; k++, pos++) {
+        if (k == 0 || pos % 4 == 0) interp_philox(key, pos / 4, r);
+        ST(out, k, (double)(r[pos % 4] >> 8) * (1.0 / 16777216.0)); /* f32 and f64 alike */
+    }
+}
+
 static void run_create(Op op, kn_tensor *out, const Params *p)
 {
     int64_t n = tensor_numel(out->ndim, out->shape);
@@ -415,7 +430,6 @@ static void run_create(Op op, kn_tensor *out, const Params *p)
     int64_t inner = 1;
     for (int d = p->axis + 1; d < out->ndim; d++) inner *= out->shape[d];
     int64_t axis_size = out->ndim ? out->shape[p->axis] : 1;
-    uint32_t r[4] = {0, 0, 0, 0};
     if (op == OP_FULL) { /* one element stored (dt_store saturates integers), then copied in doubling runs */
         size_t es = kn_dtype_size((kn_dtype)out->dtype), have = es, all = (size_t)n * es;
         char *base = tensor_ptr(out, 0);
@@ -423,15 +437,7 @@ static void run_create(Op op, kn_tensor *out, const Params *p)
         for (; have < all; have *= 2) memcpy(base + have, base, have < all - have ? have : all - have);
         return;
     }
-    for (int64_t k = 0; k < n; k++) {
-        if (op == OP_IOTA) {
-            STI(out, k, (k / inner) % (axis_size ? axis_size : 1));
-        } else {
-            if (k % 4 == 0) interp_philox(p->seed, p->ctr + (uint64_t)k / 4, r);
-            /* 24 random bits: uniform on [0, 1) in f32 and f64 alike */
-            ST(out, k, (double)(r[k % 4] >> 8) * (1.0 / 16777216.0));
-        }
-    }
+    for (int64_t k = 0; k < n; k++) STI(out, k, (k / inner) % (axis_size ? axis_size : 1)); /* iota */
 }
 
 kn_status interp_run(kn_ctx *ctx, Op op, kn_tensor *out, kn_tensor *const *src, const Params *p)
@@ -456,7 +462,10 @@ kn_status interp_run(kn_ctx *ctx, Op op, kn_tensor *out, kn_tensor *const *src, 
         if (op == OP_GATHER) return run_gather(ctx, out, src[0], src[1], (int)p->i[0]);
         return run_scatter_add(ctx, out, src, (int)p->i[0]);
     case OC_DOT: return run_dot(ctx, out, src[0], src[1]);
-    case OC_CREATE: run_create(op, out, p); return KN_OK;
+    case OC_CREATE:
+        if (op == OP_RAND) run_rand(out, src);
+        else run_create(op, out, p);
+        return KN_OK;
     }
     return KN_OK;
 }

@@ -208,6 +208,7 @@ int ir_nsrc(const IrNode *x)
     case IR_OP: return x->op < OP_COUNT ? kn_opinfo[x->op].nsrc : 0;
     case IR_LOAD: return x->a != 0;
     case IR_CHECK: return 1;
+    case IR_RAND: return 2;
     default: return 0;
     }
 }
@@ -262,12 +263,12 @@ IrRef ir_accval(Kernel *k, int acc)
     return intern(k, &x);
 }
 
-IrRef ir_rand(Kernel *k, uint64_t seed, ExprId counter)
+IrRef ir_rand(Kernel *k, IrRef key, IrRef ctr, ExprId offset)
 {
-    if (!valid_expr(k, counter)) return 0;
+    if (!valid_value(k, key) || !valid_value(k, ctr) || !valid_expr(k, offset)) return 0;
     IrNode x = blank(IR_RAND, KN_F32);
-    x.seed = seed;
-    x.index = counter;
+    x.a = key, x.b = ctr;
+    x.index = offset;
     return intern(k, &x);
 }
 
@@ -436,7 +437,10 @@ static void put_value(Out *o, const Kernel *k, IrRef r, IrRef below, int depth)
         break;
     case IR_ACCVAL: put(o, "a%d", (int)x->var); break;
     case IR_INDEX: put(o, "idx("), put_expr(o, k, x->index), put(o, ")"); break;
-    case IR_RAND: put(o, "rand(%llu, ", (unsigned long long)x->seed), put_expr(o, k, x->index), put(o, ")"); break;
+    case IR_RAND:
+        put(o, "rand("), put_value(o, k, x->a, r, depth + 1), put(o, ", "), put_value(o, k, x->b, r, depth + 1);
+        put(o, ", "), put_expr(o, k, x->index), put(o, ")");
+        break;
     default: put_op(o, k, r, x, depth); break;
     }
 }
@@ -708,8 +712,7 @@ static IrRef p_named(Parser *P)
     char w[32];
     int n;
     ExprId e;
-    uint64_t seed;
-    IrRef r;
+    IrRef r, key;
     if (ch(P, 0) == 'b' && is_digit(ch(P, 1))) {
         if (!numbered(P, 'b', &n) || !expect(P, "[") || !p_at(P, &e, &r)) return 0;
         return (r = ir_load_at(P->k, n, e, r)) ? r : fail(P, "unknown buffer b%d", n);
@@ -724,9 +727,10 @@ static IrRef p_named(Parser *P)
         return (r = ir_index(P->k, e)) ? r : fail(P, "out of memory");
     }
     if (strcmp(w, "rand") == 0) {
-        if (!expect(P, "(") || (skip_sp(P), !number(P, UINT64_MAX, &seed)) || !expect(P, ",")) return 0;
-        if (!expr_until(P, ')', &e)) return 0;
-        return (r = ir_rand(P->k, seed, e)) ? r : fail(P, "out of memory");
+        if (!expect(P, "(") || !(key = p_value(P)) || !expect(P, ",") || !(r = p_value(P)) || !expect(P, ",") ||
+            !expr_until(P, ')', &e))
+            return 0;
+        return (r = ir_rand(P->k, key, r, e)) ? r : fail(P, "out of memory");
     }
     if (strcmp(w, "check") == 0) {
         if (!expect(P, "(") || !(r = p_value(P)) || !expect(P, ",") || !expr_until(P, ')', &e)) return 0;
@@ -1041,6 +1045,20 @@ static int v_check(Verifier *v, IrRef r, const IrNode *x)
     return v_syms(v, x->index, "bound");
 }
 
+/* rand(key, counter, offset): older i64 values, an index. */
+static int v_rand(Verifier *v, IrRef r, const IrNode *x)
+{
+    if (x->dtype != KN_F32) return bad(v, "rand() must be f32");
+    for (int i = 0; i < 2; i++) {
+        IrRef o = i ? x->b : x->a;
+        const char *what = i ? "counter" : "key";
+        if (!o || o >= r || !valid_value(v->k, o)) return bad(v, "rand()'s %s is not an older value", what);
+        if (v_value(v, o)) return -1;
+        if (v->k->nodes[o].dtype != KN_I64) return bad(v, "rand()'s %s must be i64", what);
+    }
+    return v_syms(v, x->index, "offset");
+}
+
 static int v_load(Verifier *v, const IrNode *x)
 {
     const Kernel *k = v->k;
@@ -1074,8 +1092,7 @@ static int v_value(Verifier *v, IrRef r)
     }
     case IR_INDEX:
         return x->dtype == KN_I64 ? v_syms(v, x->index, "index") : bad(v, "idx() must be i64");
-    case IR_RAND:
-        return x->dtype == KN_F32 ? v_syms(v, x->index, "counter") : bad(v, "rand() must be f32");
+    case IR_RAND: return v_rand(v, r, x);
     case IR_CHECK: return v_check(v, r, x);
     default: return v_op(v, r, x);
     }

@@ -34,8 +34,8 @@
  *            | "a"N ("+=" | "max=") value        the accumulator's own op
  *            | "b"N "[" EXPR [";" value] "]" ("=" | "+=") value
  *     kind   = "parallel" | "vector(" W ")" | "unroll(" W ")" | "gpu_block" | "gpu_thread"
- *     value  = "b"N "[" EXPR [";" value] "]" | "a"N | "idx(" EXPR ")" | "rand(" SEED "," EXPR ")"
-            | "check(" value "," EXPR ")"
+ *     value  = "b"N "[" EXPR [";" value] "]" | "a"N | "idx(" EXPR ")"
+ *            | "rand(" value "," value "," EXPR ")" | "check(" value "," EXPR ")"
  *            | NUMBER [":" DTYPE] | OPNAME "(" value ("," value)* ")" | "cast." DTYPE "(" value ")"
  *     NUMBER = [-]digits[.digits][e[+-]digits] | [-]inf | nan    shortest text that reads back
  *
@@ -49,6 +49,10 @@
  * accumulating store: scatter_add; a target may make it atomic). Such an
  * offset is not an index expression, so passes treat it as opaque: a loop
  * whose var it depends on is neither vectorised nor split across threads.
+ * rand(K, C, E) is the uniform in [0, 1) at position C + E of the Philox
+ * 4x32-10 stream of key K (K and C i64 values: the generator's state, which
+ * a kernel loads from buffers; E an index): every target computes it as the
+ * interpreter does (interp.c), bit for bit.
  * check(V, N) is V (an integer value) when 0 <= V < N; otherwise it is 0,
  * so the access stays in bounds, and the kernel reports V and N to the
  * code that runs it (each target has its own way: the C target's kernels
@@ -88,7 +92,7 @@ typedef enum {
     IR_ACCVAL, /* the accumulator's current value */
     IR_INDEX,  /* an index expression as a value (iota, masks); i64 */
     IR_OP,     /* op (a unary, binary, compare, where or cast primitive) of up to 3 values */
-    IR_RAND,   /* Philox uniform in [0, 1) of (seed, counter index); f32 */
+    IR_RAND,   /* Philox uniform in [0, 1) of key a at stream position b + index; f32 */
     IR_CHECK,  /* a (an integer value) if 0 <= a < index, else 0 and a report; i64 */
     IR_NKINDS
 } IrKind;
@@ -112,17 +116,17 @@ typedef struct {
     uint16_t op;    /* IR_OP: the primitive; IR_ACC, IR_UPDATE: OP_SUM or OP_RMAX; IR_STORE: OP_SUM for
                        "+=", else 0 */
     uint32_t width; /* IR_LOOP: vector width or unroll factor (>= 1); 1 for other kinds */
-    IrRef a, b, c;  /* operands (IR_OP, IR_CHECK: a), value (IR_STORE, IR_UPDATE: a); a data-dependent
-                       offset, 0 if none (IR_LOAD: a, IR_STORE: b) */
+    IrRef a, b, c;  /* operands (IR_OP, IR_CHECK: a; IR_RAND: a key, b counter), value (IR_STORE, IR_UPDATE:
+                       a); a data-dependent offset, 0 if none (IR_LOAD: a, IR_STORE: b) */
     IrRef child;    /* IR_LOOP: first statement of the body */
     IrRef next;     /* statements: the next one in the same block */
     int32_t buf;    /* IR_LOAD, IR_STORE: buffer number */
     int32_t var;    /* IR_LOOP: its symbol; IR_ACC, IR_UPDATE, IR_ACCVAL: accumulator number */
     ExprId index;   /* IR_LOAD, IR_STORE, IR_INDEX, IR_RAND: the index; IR_LOOP: the extent; IR_CHECK: the
                        bound; IR_CONST: 0, or an expression of shape symbols whose value at the run (its
-                       reciprocal if op is OP_RECIP) replaces imm (a mean's divisor; not in the text form) */
+                       reciprocal if op is OP_RECIP) replaces imm (a mean's divisor, a draw's i64 advance of
+                       the generator; not in the text form) */
     double imm;     /* IR_CONST: the value (integral for integer dtypes, 0 or 1 for bool) */
-    uint64_t seed;  /* IR_RAND */
 } IrNode;
 
 typedef enum { BUF_IN, BUF_OUT, BUF_TMP } BufRole;
@@ -190,7 +194,7 @@ IrRef ir_index(Kernel *k, ExprId index);          /* i64 */
  * (where: the second's), bool for a compare, the target for a cast. */
 IrRef ir_op(Kernel *k, Op op, kn_dtype dt, IrRef a, IrRef b, IrRef c);
 IrRef ir_accval(Kernel *k, int acc);              /* the accumulator's dtype */
-IrRef ir_rand(Kernel *k, uint64_t seed, ExprId counter);
+IrRef ir_rand(Kernel *k, IrRef key, IrRef ctr, ExprId offset); /* f32: key's stream at ctr + offset */
 IrRef ir_loop(Kernel *k, IrBlock *b, ExprId extent, LoopKind kind, uint32_t width); /* its var is k->nvars - 1;
                                                      width >= 1 for vector and unroll, else taken as 1 */
 IrRef ir_store(Kernel *k, IrBlock *b, int buf, ExprId index, IrRef value);
@@ -200,7 +204,8 @@ int ir_acc(Kernel *k, IrBlock *b, Op op, kn_dtype dt);  /* accumulator number (k
 IrRef ir_update(Kernel *k, IrBlock *b, int acc, IrRef value);
 
 /* The value operands of value node x, which are x->a, x->b, x->c in that
- * order: how many (an op's nsrc, a load's offset, a check's value). */
+ * order: how many (an op's nsrc, a load's offset, a check's value, rand's
+ * key and counter). */
 int ir_nsrc(const IrNode *x);
 
 /* ---- text, checks ---- */
@@ -220,7 +225,8 @@ int ir_parse(Kernel *k, const char *text, char *why, size_t whycap);
  *   cycles), loops nest at most IR_MAX_NEST deep, values IR_MAX_DEPTH;
  * - every symbol of an index or extent is the var of an enclosing loop, and
  *   no loop rebinds an enclosing loop's var;
- * - a data-dependent offset is an i64 value, check() takes an integer;
+ * - a data-dependent offset is an i64 value, check() takes an integer,
+ *   rand() an i64 key and counter;
  * - stores write out or tmp buffers, in the buffer's dtype; loads read any
  *   buffer in its dtype (an out buffer: what the kernel stored there
  *   before, which the verifier does not check);

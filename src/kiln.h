@@ -94,6 +94,22 @@ void kn_clear_error(kn_ctx *ctx);
 void kn_set_log(kn_ctx *ctx, void (*fn)(void *user, const char *line), void *user);
 /* KILN_LOGS topics for this context ("graph,fusion", "all", ""): overrides the environment */
 kn_status kn_set_logs(kn_ctx *ctx, const char *spec);
+/* The generator behind kn_rand, kn_randn, kn_dropout and the initialisers:
+ * Philox 4x32-10 (counter-based), whose state is a 64-bit key (the seed)
+ * and a counter, a position in the key's stream. Position c is 32-bit lane
+ * c % 4 of Philox block c / 4 of the key, whose top 24 bits give a uniform
+ * in [0, 1) (the same value in every float dtype). A draw of n elements
+ * takes element k (row-major) from position counter + k and advances the
+ * counter by n: kn_rand draws once, kn_randn twice (Box-Muller), a training
+ * kn_dropout once in f32 whatever x's dtype. kn_manual_seed sets the key to
+ * seed and the counter to 0 (kn_ctx_opts.seed: the key at the start).
+ * For the same seed and the same sequence of draws, eager mode and every
+ * backend of kn_compile draw the same bits: a compiled function reads the
+ * state at each kn_call and advances it as eager does, so each call draws
+ * fresh numbers, kn_manual_seed between calls takes effect without a
+ * recompile, and a compiled backward reuses the forward's dropout mask
+ * (what kn_randn computes from its uniforms is as exact as the backend's
+ * log and cos). */
 void kn_manual_seed(kn_ctx *ctx, uint64_t seed);
 const char *kn_dtype_name(kn_dtype dt);
 size_t kn_dtype_size(kn_dtype dt);

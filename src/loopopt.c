@@ -373,7 +373,11 @@ static IrRef rw_value(Opt *o, IrRef r)
     }
     case IR_CHECK: y = ir_check(k, rw_value(o, x.a), x.index); break; /* a bound has no loop var (collapse checks) */
     case IR_INDEX: y = ir_index(k, o->fx(o, x.index)); break;
-    case IR_RAND: y = ir_rand(k, x.seed, o->fx(o, x.index)); break;
+    case IR_RAND: {
+        IrRef key = rw_value(o, x.a), ctr = rw_value(o, x.b);
+        y = ir_rand(k, key, ctr, o->fx(o, x.index));
+        break;
+    }
     case IR_OP: {
         IrRef a = x.a ? rw_value(o, x.a) : 0, b = x.b ? rw_value(o, x.b) : 0, c = x.c ? rw_value(o, x.c) : 0;
         y = ir_op(k, (Op)x.op, (kn_dtype)x.dtype, a, b, c);
@@ -950,8 +954,8 @@ static int collapsible_value(Opt *o, IrRef r)
     case IR_LOAD: return collapsible_expr(o, x->index) && (!x->a || collapsible_value(o, x->a));
     case IR_CHECK:
         return !expr_has_sym(o->ex, x->index, o->var_o) && !expr_has_sym(o->ex, x->index, o->var_i) && collapsible_value(o, x->a);
-    case IR_INDEX:
-    case IR_RAND: return collapsible_expr(o, x->index);
+    case IR_INDEX: return collapsible_expr(o, x->index);
+    case IR_RAND: return collapsible_expr(o, x->index) && collapsible_value(o, x->a) && collapsible_value(o, x->b);
     case IR_OP:
         return (!x->a || collapsible_value(o, x->a)) && (!x->b || collapsible_value(o, x->b)) &&
                (!x->c || collapsible_value(o, x->c));
@@ -1133,7 +1137,7 @@ static void tile_facts(Opt *o, IrRef r, int avoid, uint8_t *seen, TileFacts *f)
         }
     }
     if (x->kind == IR_CHECK || (x->kind == IR_LOAD && x->a)) tile_facts(o, x->a, avoid, seen, f);
-    if (x->kind == IR_OP)
+    if (x->kind == IR_OP || x->kind == IR_RAND) /* rand's key and counter: loads too */
         for (int i = 0; i < ir_nsrc(x); i++) tile_facts(o, i == 0 ? x->a : i == 1 ? x->b : x->c, avoid, seen, f);
 }
 
@@ -1318,7 +1322,7 @@ static void facts_value(Opt *o, IrRef r, Facts *f)
     }
     if (x->kind == IR_CHECK) facts_value(o, x->a, f);
     if (x->kind == IR_ACCVAL && !f->declared[x->var]) f->outside_acc = 1;
-    if (x->kind == IR_OP) {
+    if (x->kind == IR_OP || x->kind == IR_RAND) {
         if (x->a) facts_value(o, x->a, f);
         if (x->b) facts_value(o, x->b, f);
         if (x->c) facts_value(o, x->c, f);
@@ -1408,7 +1412,7 @@ static void region_value(Opt *o, IrRef r, int v, const uint8_t *stored, uint8_t 
     if (x->kind == IR_LOAD && stored[x->buf] && x->a) reg[x->buf].bad = 1; /* where it reads depends on data */
     if (x->kind == IR_LOAD && x->a) region_value(o, x->a, v, stored, seen, reg);
     if (x->kind == IR_CHECK) region_value(o, x->a, v, stored, seen, reg);
-    if (x->kind != IR_OP) return;
+    if (x->kind != IR_OP && x->kind != IR_RAND) return;
     if (x->a) region_value(o, x->a, v, stored, seen, reg);
     if (x->b) region_value(o, x->b, v, stored, seen, reg);
     if (x->c) region_value(o, x->c, v, stored, seen, reg);

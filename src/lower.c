@@ -192,12 +192,10 @@ static IrRef compute(Lower *l, uint32_t u, const ExprId *idx)
     }
     if (n->op == OP_FULL) return stored_const(l, dt, n->p.f);
     if (n->op == OP_IOTA) return ir_op(l->k, OP_CAST, dt, ir_index(l->k, idx[n->p.axis]), 0, 0);
-    if (n->op == OP_RAND) {
-        /* element c of the stream is Philox block c / 4, lane c % 4: the
-         * interpreter's element k of a draw at counter ctr is c = 4 ctr + k */
-        ExprId c = expr_add(l->ex, cst(l, (int64_t)(n->p.ctr * 4)), linear(l, n->ndim, n->shape, idx));
-        IrRef r = ir_rand(l->k, n->p.seed, c);
-        return dt == KN_F32 ? r : ir_op(l->k, OP_CAST, dt, r, 0, 0);
+    if (n->op == OP_RAND) { /* element k of the draw: the key's stream at counter + k (its sources are 0-d) */
+        IrRef key = value(l, n->src[0], idx), ctr = value(l, n->src[1], idx);
+        IrRef r = key && ctr ? ir_rand(l->k, key, ctr, linear(l, n->ndim, n->shape, idx)) : 0;
+        return dt == KN_F32 || !r ? r : ir_op(l->k, OP_CAST, dt, r, 0, 0);
     }
     IrRef a[3] = {0, 0, 0};
     for (int s = 0; s < n->nsrc; s++) a[s] = value(l, n->src[s], idx);
@@ -483,7 +481,7 @@ static int reusable(Lower *l, uint32_t v, uint32_t u, uint8_t *seen)
         for (int i = 0; i < x->nsrc; i++) {
             uint32_t c = x->src[i];
             if (l->s->materialised[c] || l->s->fused[c]) continue;
-            uint8_t st = full && pw && x->op != OP_IOTA ? 1 : 2;
+            uint8_t st = full && pw && x->op != OP_IOTA && x->op != OP_RAND ? 1 : 2; /* rand's 0-d sources */
             if (seen[c] == st || seen[c] == 2) continue;
             if (seen[c] == 1 && c == u) return 0; /* reached both ways */
             if (seen[c] == 1) st = 2;

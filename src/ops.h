@@ -17,7 +17,9 @@
  *          OC_MOVE     a view: reshape, permute, expand, slice; pad copies
  *          OC_INDEX    gather / scatter_add along params.i[0]
  *          OC_DOT      (..., M, K) x (..., K, N) -> (..., M, N), equal batch dims
- *          OC_CREATE   no sources: shape in params.i, dtype in params.dtype
+ *          OC_CREATE   shape in params.i, dtype in params.dtype; no sources but
+ *                      rand's: the generator's key and counter (0-d i64), so
+ *                      the state a draw reads is dataflow, not a constant
  */
 #ifndef KN_OPS_H
 #define KN_OPS_H
@@ -58,7 +60,7 @@
     X(DOT,         "dot",         2, OC_DOT)     \
     X(FULL,        "full",        0, OC_CREATE)  \
     X(IOTA,        "iota",        0, OC_CREATE)  \
-    X(RAND,        "rand",        0, OC_CREATE)
+    X(RAND,        "rand",        2, OC_CREATE)  /* key, counter */
 
 typedef enum {
 #define X(e, name, nsrc, cls) OP_##e,
@@ -78,7 +80,7 @@ typedef enum {
     OC_MOVE,    /* view or pad */
     OC_INDEX,   /* gather, scatter_add */
     OC_DOT,     /* batched matmul */
-    OC_CREATE   /* no sources */
+    OC_CREATE   /* made from parameters (rand: and the generator's state) */
 } OpClass;
 
 typedef struct {

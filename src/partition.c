@@ -161,8 +161,9 @@ static int is_free(const Node *n) { return n->op == OP_INPUT || n->op == OP_FULL
 /* May the backward recompute this op? Level 0 admits the cheap, fusible
  * ops (pointwise, casts, compares, selects, views and pad), as AOTAutograd
  * does; a budget raises the level to admit reductions (1), then indexing
- * (2). Dot is too expensive to repeat; rand could be replayed exactly (its
- * counters are in its parameters) but is kept saved, as PyTorch does. */
+ * (2). Dot is too expensive to repeat; rand is kept saved, as PyTorch does:
+ * it reads the generator's counter, which has moved on by the time a
+ * backward runs, so the backward must never draw again. */
 static int recomputable(const Node *n, int level)
 {
     switch (kn_opinfo[n->op].cls) {

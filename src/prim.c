@@ -193,6 +193,12 @@ kn_status prim_shape(kn_ctx *ctx, Op op, int nsrc, const uint8_t *dts, const uin
         for (int i = 0; i < p->n; i++) oshape[i] = p->i[i];
         if (op == OP_IOTA && (p->axis < 0 || p->axis >= (p->n ? p->n : 1)))
             return kn_errs(ctx, KN_EINVAL, "iota: axis %d out of range", (int)p->axis);
+        for (int i = 0; i < nsrc; i++) /* rand's key and counter */
+            if (s[i].dt != KN_I64 || s[i].ndim != 0)
+                return kn_errs(ctx, KN_EINVAL, "rand: source %d must be a 0-d i64 (the generator's %s)", i,
+                               i ? "counter" : "key");
+        if (op == OP_RAND && !dt_is_float((kn_dtype)p->dtype))
+            return kn_errs(ctx, KN_EDTYPE, "rand: needs a float dtype, got %s", kn_dtype_name((kn_dtype)p->dtype));
         return KN_OK;
     case OC_UNARY:
     case OC_BINARY:
@@ -514,15 +520,35 @@ kn_tensor *p_iota(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, int 
     return prim(ctx, OP_IOTA, NULL, &p);
 }
 
-/* Each call draws fresh counters: numel / 4 Philox blocks, rounded up. */
+/* rand reads the generator's state as its sources (ctx->rng_t) and the
+ * counter then advances by the draw's numel, so each draw is fresh and the
+ * advance is affine in the sizes (a draw of s0 elements stays generic in
+ * s0: capture.c). Eagerly the counter is bumped in place. While tracing,
+ * the advance is a traced write of the counter: under kn_call a write the
+ * program replays after every run (capture_write, as an optimizer's
+ * state), so compiled draws read and advance the state exactly as eager
+ * ones; in a bare trace it only makes the trace's later draws read it. */
 kn_tensor *p_rand(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
 {
+    for (int d = 0; d < ndim; d++)
+        if (DIM_IS_SYM(shape[d]))
+            return kn_err(ctx, KN_EUNSUPPORTED, "rand: dim %d is symbolic: a draw needs sizes", d);
     Params p = shape_params(ndim, shape);
     p.dtype = (uint8_t)dt;
-    p.seed = ctx->seed;
-    p.ctr = ctx->rng_ctr;
-    kn_tensor *t = prim(ctx, OP_RAND, NULL, &p);
-    if (t) ctx->rng_ctr += ((uint64_t)tensor_numel(ndim, shape) + 3) / 4;
+    kn_tensor *const *rng = ctx_rng(ctx);
+    if (!rng) return NULL;
+    kn_tensor *ctr = rng[1], *t = prim(ctx, OP_RAND, rng, &p), *next;
+    int64_t n = t ? tensor_numel(ndim, shape) : 0;
+    if (!n) return t;
+    if (!ctx->trace) {
+        ctx->rng[1] += (uint64_t)n;
+        storage_stamp(ctx, ctr->st);
+        return t;
+    }
+    if (!(next = prim2(ctx, OP_ADD, ctr, p_full(ctx, KN_I64, 0, NULL, (double)n)))) return NULL;
+    if (ctx->capture) return capture_write(ctx, ctr, next) ? NULL : t;
+    ctr->node = next->node;
+    ctr->trace_serial = next->trace_serial;
     return t;
 }
 

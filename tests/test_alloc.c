@@ -166,6 +166,13 @@ static kn_tensor *run_masked_attention(kn_ctx *ctx)
     return kn_scaled_dot_product_attention(ctx, T(2, 3, 4), T(2, 5, 4), T(2, 5, 2), mask, 0, 0.5);
 }
 
+/* The first draw makes the generator's state tensors; seeded, so a rerun draws the same mask. */
+static kn_tensor *run_dropout(kn_ctx *ctx)
+{
+    kn_manual_seed(ctx, 1);
+    return kn_dropout(ctx, T(3, 5), 0.5, 1);
+}
+
 /* Five ops in a scope; only the kept result may outlive it. */
 static kn_tensor *run_chain(kn_ctx *ctx)
 {
@@ -206,6 +213,7 @@ static const Case cases[] = {
     {"split", run_split},
     {"smoothed cross_entropy", run_smoothed_ce},
     {"masked attention", run_masked_attention},
+    {"dropout", run_dropout},
     {"chain", run_chain},
 };
 

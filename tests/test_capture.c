@@ -1,7 +1,8 @@
 /*
  * test_capture.c — kn_compile: compiled results equal eager ones, guards
- * and recompiles, the recompile limit, graph breaks and fullgraph, and
- * training through a compiled region and as one compiled step.
+ * and recompiles, the recompile limit, graph breaks and fullgraph,
+ * training through a compiled region and as one compiled step, and random
+ * numbers drawn as eager draws them.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -477,6 +478,305 @@ static void test_in_place(int bi)
     }
 }
 
+/* ---- random numbers: a compiled draw is eager's, fresh at every call ----
+ * Each case runs a body compiled in context ca and eagerly in context cb of
+ * the same seed, call after call: every uniform and dropout mask must be
+ * eager's bit for bit (so a call draws fresh numbers, as eager does), and an
+ * eager draw in between must agree too (the calls advanced the generator
+ * exactly as eager). */
+
+enum { RN = 37 }; /* elements a draw: not a multiple of 4, so draws start inside a Philox block */
+
+static int same_bits(kn_ctx *ca, kn_tensor *a, kn_ctx *cb, kn_tensor *b)
+{
+    float x[RN], y[RN];
+    return a && b && kn_numel(a) == RN && kn_numel(b) == RN && kn_read(ca, a, x, sizeof x) == KN_OK &&
+           kn_read(cb, b, y, sizeof y) == KN_OK && memcmp(x, y, sizeof x) == 0;
+}
+
+/* an eager draw in each context: the same bits when their generators agree */
+static int same_state(kn_ctx *ca, kn_ctx *cb)
+{
+    int64_t n = RN;
+    return same_bits(ca, kn_rand(ca, KN_F32, 1, &n), cb, kn_rand(cb, KN_F32, 1, &n));
+}
+
+static kn_tensor *ones_of(kn_ctx *ctx, int64_t n)
+{
+    float v[64];
+    for (int i = 0; i < 64; i++) v[i] = 1.0f + (float)i / 64;
+    return kn_keep(ctx, kn_tensor_from(ctx, KN_F32, 1, &n, v));
+}
+
+/* x + rand, randn, dropout(x): four draws a call */
+static kn_status rand_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    int64_t n = RN;
+    (void)user, (void)nin, (void)nout;
+    out[0] = kn_add(ctx, in[0], kn_rand(ctx, KN_F32, 1, &n));
+    out[1] = kn_randn(ctx, KN_F32, 1, &n);
+    out[2] = kn_dropout(ctx, in[0], 0.5, 1);
+    return out[0] && out[1] && out[2] ? KN_OK : kn_last_status(ctx);
+}
+
+/* five calls, kn_manual_seed before the fourth (no recompile) */
+static void test_rand_calls(int bi, kn_mode mode)
+{
+    const char *mn = mode == KN_MODE_REDUCE_OVERHEAD ? "reduce-overhead" : "default";
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 11}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 11});
+    kn_set_grad_enabled(ca, 0), kn_set_grad_enabled(cb, 0);
+    kn_tensor *xa = ones_of(ca, RN), *xb = ones_of(cb, RN);
+    kn_compile_opts o = {.backend = backends[bi], .mode = mode, .name = "rand"};
+    kn_fn *f = kn_compile(ca, rand_body, NULL, &o);
+    float prev[RN] = {0}, cur[RN];
+    int same = 1, state = 1, fresh = 1;
+    double worst = 0;
+    for (int c = 0; c < 5; c++) {
+        kn_scope_begin(ca), kn_scope_begin(cb);
+        if (c == 3) kn_manual_seed(ca, 99), kn_manual_seed(cb, 99);
+        kn_tensor *oa[3] = {0}, *ob[3] = {0};
+        CHECK_MSG(kn_call(f, &xa, 1, oa, 3) == KN_OK, "%s %s: %s", bname[bi], mn, kn_last_error(ca));
+        CHECK(rand_body(cb, NULL, &xb, 1, ob, 3) == KN_OK);
+        same &= same_bits(ca, oa[0], cb, ob[0]) && same_bits(ca, oa[2], cb, ob[2]);
+        worst = fmax(worst, test_rel_diff(ca, oa[1], cb, ob[1])); /* log and cos: each backend's own */
+        if (oa[0] && kn_read(ca, oa[0], cur, sizeof cur) == KN_OK) fresh &= !c || memcmp(cur, prev, sizeof cur);
+        memcpy(prev, cur, sizeof cur);
+        state &= same_state(ca, cb);
+        kn_scope_end(ca), kn_scope_end(cb);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(same && worst < 1e-5 && state && fresh, "%s %s: eager's bits %d (randn off by %g), the same state after "
+              "each call %d, fresh numbers each call %d", bname[bi], mn, same, worst, state, fresh);
+    CHECK_MSG(info.entries == 1 && info.recompiles == 0 && info.eager_calls == 0, "%s %s: %d entries, %d recompiles",
+              bname[bi], mn, info.entries, info.recompiles);
+    kn_fn_free(f);
+    kn_ctx_free(ca), kn_ctx_free(cb);
+}
+
+/* kn_manual_seed inside the body: every call replays it, so every call draws the same numbers */
+static kn_status seeded_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    int64_t n = RN;
+    (void)user, (void)nin, (void)nout;
+    kn_tensor *a = kn_rand(ctx, KN_F32, 1, &n);
+    kn_manual_seed(ctx, 77);
+    out[0] = kn_add(ctx, kn_add(ctx, in[0], a), kn_rand(ctx, KN_F32, 1, &n));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_rand_seeded(int bi)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 16}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 16});
+    kn_set_grad_enabled(ca, 0), kn_set_grad_enabled(cb, 0);
+    kn_tensor *xa = ones_of(ca, RN), *xb = ones_of(cb, RN);
+    kn_compile_opts o = {.backend = backends[bi], .name = "seeded"};
+    kn_fn *f = kn_compile(ca, seeded_body, NULL, &o);
+    int same = 1;
+    for (int c = 0; c < 3; c++) {
+        kn_scope_begin(ca), kn_scope_begin(cb);
+        kn_tensor *oa[1] = {0}, *ob[1] = {0};
+        CHECK_MSG(kn_call(f, &xa, 1, oa, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ca));
+        CHECK(seeded_body(cb, NULL, &xb, 1, ob, 1) == KN_OK);
+        same &= same_bits(ca, oa[0], cb, ob[0]) && same_state(ca, cb);
+        kn_scope_end(ca), kn_scope_end(cb);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(same && info.entries == 1, "%s kn_manual_seed in the body: eager's bits %d; %d entries", bname[bi], same,
+              info.entries);
+    kn_fn_free(f);
+    kn_ctx_free(ca), kn_ctx_free(cb);
+}
+
+/* a draw, a read of a traced value (a graph break), another draw */
+static kn_status rand_break_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    int64_t n = RN;
+    double v;
+    (void)user, (void)nin, (void)nout;
+    out[0] = kn_add(ctx, in[0], kn_rand(ctx, KN_F32, 1, &n));
+    if (kn_item(ctx, kn_sum(ctx, kn_mul(ctx, in[0], in[0]), NULL, 0, 0), &v) != KN_OK) return kn_last_status(ctx);
+    out[1] = kn_dropout(ctx, kn_add(ctx, in[0], kn_scalar(ctx, v)), 0.25, 1);
+    return out[0] && out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_rand_break(int bi)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 12}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 12});
+    kn_set_grad_enabled(ca, 0), kn_set_grad_enabled(cb, 0);
+    kn_tensor *xa = ones_of(ca, RN), *xb = ones_of(cb, RN);
+    kn_compile_opts o = {.backend = backends[bi], .name = "rand_break"};
+    kn_fn *f = kn_compile(ca, rand_break_body, NULL, &o);
+    int same = 1;
+    for (int c = 0; c < 4; c++) {
+        kn_scope_begin(ca), kn_scope_begin(cb);
+        kn_tensor *oa[2] = {0}, *ob[2] = {0};
+        CHECK_MSG(kn_call(f, &xa, 1, oa, 2) == KN_OK, "%s: %s", bname[bi], kn_last_error(ca));
+        CHECK(rand_break_body(cb, NULL, &xb, 1, ob, 2) == KN_OK);
+        same &= same_bits(ca, oa[0], cb, ob[0]) && same_bits(ca, oa[1], cb, ob[1]) && same_state(ca, cb);
+        kn_scope_end(ca), kn_scope_end(cb);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(same && info.entries == 1 && info.graph_breaks == 1 && info.graphs == 2,
+              "%s break between draws: eager's bits %d; %d entries, %d breaks", bname[bi], same, info.entries,
+              info.graph_breaks);
+    kn_fn_free(f);
+    kn_ctx_free(ca), kn_ctx_free(cb);
+}
+
+/* The recompile limit's eager fallback: calls of a new size run the body eagerly, the compiled entry
+ * runs the old size; all draw from one generator in order. */
+static kn_status rand_like_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    out[0] = kn_dropout(ctx, kn_add(ctx, in[0], kn_rand(ctx, KN_F32, kn_ndim(in[0]), kn_shape(in[0]))), 0.5, 1);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_rand_fallback(int bi)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 13}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 13});
+    kn_set_grad_enabled(ca, 0), kn_set_grad_enabled(cb, 0);
+    kn_set_log(ca, sink, NULL);
+    kn_tensor *xa[2] = {ones_of(ca, RN), ones_of(ca, 5)}, *xb[2] = {ones_of(cb, RN), ones_of(cb, 5)};
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = KN_DYNAMIC_OFF, .recompile_limit = 1, .name = "fallback"};
+    kn_fn *f = kn_compile(ca, rand_like_body, NULL, &o);
+    int same = 1;
+    for (int c = 0; c < 5; c++) {
+        kn_scope_begin(ca), kn_scope_begin(cb);
+        kn_tensor *oa[1] = {0}, *ob[1] = {0};
+        float x[RN], y[RN];
+        int64_t n = c % 2 ? 5 : RN;
+        CHECK_MSG(kn_call(f, &xa[c % 2], 1, oa, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ca));
+        CHECK(rand_like_body(cb, NULL, &xb[c % 2], 1, ob, 1) == KN_OK);
+        same &= oa[0] && kn_read(ca, oa[0], x, (size_t)n * 4) == KN_OK &&
+                kn_read(cb, ob[0], y, (size_t)n * 4) == KN_OK && memcmp(x, y, (size_t)n * 4) == 0 && same_state(ca, cb);
+        kn_scope_end(ca), kn_scope_end(cb);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(same && info.entries == 1 && info.eager_calls == 2, "%s fallback: eager's bits %d; %d entries, %d eager "
+              "calls", bname[bi], same, info.entries, info.eager_calls);
+    kn_fn_free(f);
+    kn_ctx_free(ca), kn_ctx_free(cb);
+}
+
+/* A compiled forward with dropout whose backward runs later (the partitioner's split): two calls before
+ * one kn_backward, so each backward must use its own call's mask, not redraw one. */
+static kn_status drop_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    kn_tensor *w = user;
+    (void)nin, (void)nout;
+    out[0] = kn_dropout(ctx, kn_mul(ctx, in[0], w), 0.5, 1);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_rand_region(int bi)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 14}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 14});
+    kn_tensor *xa = ones_of(ca, RN), *xb = ones_of(cb, RN);
+    kn_tensor *wa = kn_param(ca, ones_of(ca, RN)), *wb = kn_param(cb, ones_of(cb, RN));
+    kn_compile_opts o = {.backend = backends[bi], .params = &wa, .nparams = 1, .name = "drop"};
+    kn_fn *f = kn_compile(ca, drop_body, wa, &o);
+    int same = 1;
+    double worst = 0;
+    for (int step = 0; step < 3; step++) {
+        kn_scope_begin(ca), kn_scope_begin(cb);
+        kn_tensor *ya[2] = {0}, *yb[2] = {0};
+        for (int c = 0; c < 2; c++) {
+            CHECK_MSG(kn_call(f, &xa, 1, &ya[c], 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ca));
+            CHECK(drop_body(cb, wb, &xb, 1, &yb[c], 1) == KN_OK);
+            same &= same_bits(ca, ya[c], cb, yb[c]);
+        }
+        /* loss = sum(y0) + 3 sum(y1): w's gradient mixes both masks */
+        kn_tensor *l[2];
+        for (int c = 0; c < 2; c++) {
+            kn_ctx *ctx = c ? cb : ca;
+            kn_tensor **y = c ? yb : ya;
+            kn_tensor *three = kn_mul(ctx, kn_sum(ctx, y[1], NULL, 0, 0), kn_scalar(ctx, 3));
+            l[c] = kn_add(ctx, kn_sum(ctx, y[0], NULL, 0, 0), three);
+        }
+        CHECK(l[0] && kn_backward(ca, l[0], 0) == KN_OK && l[1] && kn_backward(cb, l[1], 0) == KN_OK);
+        worst = fmax(worst, test_rel_diff(ca, kn_grad(ca, wa), cb, kn_grad(cb, wb)));
+        kn_zero_grad(ca, &wa, 1), kn_zero_grad(cb, &wb, 1);
+        kn_scope_end(ca), kn_scope_end(cb);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(same && worst < 1e-6 && info.entries == 1 && info.graphs == 2, "%s: eager's masks %d, grads off by %g; "
+              "%d entries, %d graphs", bname[bi], same, worst, info.entries, info.graphs);
+    kn_fn_free(f);
+    kn_ctx_free(ca), kn_ctx_free(cb);
+}
+
+/* A training step with dropout, compiled whole: the losses follow eager's step after step. */
+typedef struct {
+    kn_tensor *p[4]; /* w1 (8, 16), b1 (16), w2 (16, 4), b2 (4) */
+    kn_optim *opt;
+} DropNet;
+
+static kn_status drop_step(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    DropNet *n = user;
+    (void)nin, (void)nout;
+    kn_optim_zero_grad(n->opt);
+    kn_tensor *h = kn_dropout(ctx, kn_relu(ctx, kn_add(ctx, kn_matmul(ctx, in[0], n->p[0]), n->p[1])), 0.3, 1);
+    kn_tensor *loss = kn_cross_entropy(ctx, kn_add(ctx, kn_matmul(ctx, h, n->p[2]), n->p[3]), in[1], NULL);
+    if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(n->opt) != KN_OK) return kn_last_status(ctx);
+    out[0] = loss;
+    return KN_OK;
+}
+
+static DropNet dropnet_new(kn_ctx *ctx)
+{
+    int64_t s[4][2] = {{8, 16}, {16, 0}, {16, 4}, {4, 0}};
+    DropNet n;
+    for (int i = 0; i < 4; i++)
+        n.p[i] = kn_param(ctx, kn_mul(ctx, kn_randn(ctx, KN_F32, s[i][1] ? 2 : 1, s[i]), kn_scalar(ctx, 0.3)));
+    kn_sgd_opts so = {.lr = 0.1, .momentum = 0.9};
+    n.opt = kn_sgd(ctx, n.p, 4, &so);
+    return n;
+}
+
+static void test_rand_train(int bi)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 15}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 15});
+    DropNet a = dropnet_new(ca), b = dropnet_new(cb);
+    int64_t xs[2] = {6, 8}, ys[1] = {6}, labels[6] = {0, 1, 2, 3, 1, 2};
+    kn_tensor *in[2][2];
+    for (int c = 0; c < 2; c++) {
+        kn_ctx *ctx = c ? cb : ca;
+        in[c][0] = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs));
+        in[c][1] = kn_keep(ctx, kn_tensor_from(ctx, KN_I64, 1, ys, labels));
+    }
+    kn_compile_opts o = {.backend = backends[bi], .params = a.p, .nparams = 4, .name = "drop_step"};
+    kn_fn *f = kn_compile(ca, drop_step, &a, &o);
+    double worst = 0;
+    for (int step = 0; step < 6; step++) {
+        kn_scope_begin(ca), kn_scope_begin(cb);
+        kn_tensor *la[1] = {0}, *lb[1] = {0};
+        double x = NAN, y = NAN;
+        CHECK_MSG(kn_call(f, in[0], 2, la, 1) == KN_OK, "%s step %d: %s", bname[bi], step, kn_last_error(ca));
+        CHECK(drop_step(cb, &b, in[1], 2, lb, 1) == KN_OK);
+        if (la[0]) kn_item(ca, la[0], &x);
+        kn_item(cb, lb[0], &y);
+        worst = fmax(worst, isnan(x) ? INFINITY : fabs(x - y) / fabs(y));
+        kn_scope_end(ca), kn_scope_end(cb);
+    }
+    double pw = 0;
+    for (int i = 0; i < 4; i++) pw = fmax(pw, test_rel_diff(ca, a.p[i], cb, b.p[i]));
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    /* SGD with momentum recompiles once: its first step has no buffer yet */
+    CHECK_MSG(worst < 1e-5 && pw < 1e-5 && info.entries == 2 && info.eager_calls == 0,
+              "%s dropout step: losses off by %g, params by %g; %d entries", bname[bi], worst, pw, info.entries);
+    kn_fn_free(f);
+    kn_optim_free(a.opt), kn_optim_free(b.opt);
+    kn_ctx_free(ca), kn_ctx_free(cb);
+}
+
 static void test_errors(void)
 {
     kn_ctx *ctx = kn_ctx_new(NULL);
@@ -571,6 +871,13 @@ int main(void)
         test_step(bi, "mlp", mlp, 0, 1);
         test_step(bi, "gpt", gpt, 0, 2);
         test_step(bi, "smallcnn", small, 1, 1);
+        test_rand_calls(bi, KN_MODE_DEFAULT);
+        test_rand_calls(bi, KN_MODE_REDUCE_OVERHEAD);
+        test_rand_seeded(bi);
+        test_rand_break(bi);
+        test_rand_fallback(bi);
+        test_rand_region(bi);
+        test_rand_train(bi);
     }
     TEST_END("capture");
 }

@@ -2,7 +2,8 @@
  * test_dynamic.c — dynamic shapes in kn_compile: a batch sweep recompiles
  * as dynamic=auto, on and off say, every call equal to eager, and backends
  * tcc and c compile a generic entry once (kn_fn_info.compiles); what cannot
- * be generic specialises (and says why); the guards of a symbolic dim.
+ * be generic specialises (and says why); the guards of a symbolic dim;
+ * random draws of a dynamic size, generic and eager's bits.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -315,6 +316,63 @@ static void test_generic_sweep(int bi, int dyn)
     kn_ctx_free(ctx);
 }
 
+/* ---- random numbers in a dynamic dim: generic, and eager's bits ---- */
+
+/* x (B, 3) plus a draw of its shape, and dropout(x): the generator advances by 3B twice a call, a size
+ * affine in B, so the entry stays generic */
+static kn_status rand_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    out[0] = kn_add(ctx, in[0], kn_rand(ctx, KN_F32, kn_ndim(in[0]), kn_shape(in[0])));
+    out[1] = kn_dropout(ctx, in[0], 0.5, 1);
+    return out[0] && out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+/* t of ca and u of cb hold the same bytes (f32) */
+static int same_bits(kn_ctx *ca, kn_tensor *t, kn_ctx *cb, kn_tensor *u)
+{
+    int64_t n = t && u ? kn_numel(t) : 0;
+    float *x = malloc((size_t)n * 4 + 4), *y = malloc((size_t)n * 4 + 4);
+    int same = n && n == kn_numel(u) && x && y && kn_read(ca, t, x, (size_t)n * 4) == KN_OK &&
+               kn_read(cb, u, y, (size_t)n * 4) == KN_OK && memcmp(x, y, (size_t)n * 4) == 0;
+    free(x), free(y);
+    return same;
+}
+
+static void test_rand_sweep(int bi, int dyn)
+{
+    kn_ctx *ca = kn_ctx_new(&(kn_ctx_opts){.seed = 21}), *cb = kn_ctx_new(&(kn_ctx_opts){.seed = 21});
+    kn_set_grad_enabled(ca, 0), kn_set_grad_enabled(cb, 0);
+    kn_set_log(ca, sink, NULL);
+    kn_set_logs(ca, "recompiles");
+    logbuf[0] = 0;
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = (kn_dynamic)dyn, .name = "rand"};
+    kn_fn *f = kn_compile(ca, rand_body, NULL, &o);
+    int same = 1;
+    for (int c = 0; c < 10; c++) { /* the sweep twice: the second time, every size has its entry */
+        kn_scope_begin(ca), kn_scope_begin(cb);
+        int64_t xs[2] = {sweep[c % 5], 3}, one = 1;
+        kn_tensor *xa = kn_ones(ca, KN_F32, 2, xs), *xb = kn_ones(cb, KN_F32, 2, xs), *oa[2] = {0}, *ob[2] = {0};
+        CHECK_MSG(kn_call(f, &xa, 1, oa, 2) == KN_OK, "%s %s rand B=%lld: %s", bname[bi], dname[dyn],
+                  (long long)xs[0], kn_last_error(ca));
+        CHECK(rand_body(cb, NULL, &xb, 1, ob, 2) == KN_OK);
+        same &= same_bits(ca, oa[0], cb, ob[0]) && same_bits(ca, oa[1], cb, ob[1]);
+        same &= same_bits(ca, kn_rand(ca, KN_F32, 1, &one), cb, kn_rand(cb, KN_F32, 1, &one)); /* the state too */
+        kn_scope_end(ca), kn_scope_end(cb);
+    }
+    kn_fn_info info;
+    CHECK(kn_fn_stats(f, &info) == KN_OK);
+    int entries = want_entries(dyn);
+    CHECK_MSG(same && info.entries == entries && info.compiles == want_compiles(bi, entries, 1),
+              "%s %s rand: eager's bits %d; %d entries, %d compiles; log: %s", bname[bi], dname[dyn], same,
+              info.entries, info.compiles, logbuf);
+    CHECK_MSG(dyn == 2 || (strstr(logbuf, "is generic in s0") && !strstr(logbuf, "specialised") &&
+                           !strstr(logbuf, "compiled for it")),
+              "%s %s rand: log: %s", bname[bi], dname[dyn], logbuf);
+    kn_fn_free(f);
+    kn_ctx_free(ca), kn_ctx_free(cb);
+}
+
 /* ---- what cannot be generic specialises ---- */
 
 /* x * B*B: a constant that is not affine in the batch */
@@ -533,6 +591,8 @@ int main(void)
     test_train_sweep(1, 0, "smallcnn", (ModelCfg){0}, 0, 0, NULL);
     test_train_sweep(2, 0, "smallcnn", (ModelCfg){0}, 0, 0, NULL);
     test_region_sweep(0, 1);
+    for (int bi = 0; bi < 3; bi++)
+        for (int dyn = 0; dyn < 3; dyn++) test_rand_sweep(bi, dyn);
     test_specialise(square_body, "square", "makes constants of other values");
     test_specialise(outer_body, "outer", "not affine in the size");
     test_specialise(read_body, "read", "reads a value");

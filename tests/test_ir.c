@@ -194,7 +194,7 @@ static const char *misc_text =
     "kernel misc(in b0 f32[16], out b1 f32[16], tmp b2 i64[16], out b3 bool[16], out b4 f64[1])\n"
     "  for s0 in 16\n"
     "    b2[s0] = add(idx(s0*2+1), 3:i64)\n"
-    "    b1[s0] = where(cmplt(b0[s0], -0), mul(b0[s0], 0.01), add(cast.f32(b2[s0]), rand(42, s0)))\n"
+    "    b1[s0] = where(cmplt(b0[s0], -0), mul(b0[s0], 0.01), add(cast.f32(b2[s0]), rand(42:i64, b2[0], s0)))\n"
     "    b3[s0] = cmpeq(b2[s0], -1:i64)\n"
     "  acc a0 f64 max\n"
     "  for s1 in 16\n"
@@ -211,7 +211,8 @@ static void build_misc(Kernel *k)
     ir_store(k, &b, t, E(k, "s0"), ir_op(k, OP_ADD, KN_I64, ir_index(k, E(k, "2*s0+1")), ir_const(k, KN_I64, 3), 0));
     IrRef xv = ir_load(k, x, E(k, "s0"));
     IrRef neg = ir_op(k, OP_CMPLT, KN_BOOL, xv, ir_const(k, KN_F32, -0.0), 0);
-    IrRef pos = ir_op(k, OP_ADD, KN_F32, ir_op(k, OP_CAST, KN_F32, ir_load(k, t, E(k, "s0")), 0, 0), ir_rand(k, 42, E(k, "s0")), 0);
+    IrRef u = ir_rand(k, ir_const(k, KN_I64, 42), ir_load(k, t, E(k, "0")), E(k, "s0"));
+    IrRef pos = ir_op(k, OP_ADD, KN_F32, ir_op(k, OP_CAST, KN_F32, ir_load(k, t, E(k, "s0")), 0, 0), u, 0);
     ir_store(k, &b, y, E(k, "s0"), ir_op(k, OP_WHERE, KN_F32, neg, ir_op(k, OP_MUL, KN_F32, xv, ir_const(k, KN_F32, 0.01), 0), pos));
     ir_store(k, &b, m, E(k, "s0"), ir_op(k, OP_CMPEQ, KN_BOOL, ir_load(k, t, E(k, "s0")), ir_const(k, KN_I64, -1), 0));
     int a = ir_acc(k, &top, OP_RMAX, KN_F64);
@@ -308,8 +309,10 @@ static void test_interning(void)
     CHECK(ir_const(k, KN_I32, -0.0) == ir_const(k, KN_I32, 0));
     CHECK(ir_const(k, KN_BOOL, 5) == ir_const(k, KN_BOOL, 1));
     CHECK(ir_index(k, E(k, "s0*2")) == ir_index(k, E(k, "2*s0")));
-    CHECK(ir_rand(k, 7, E(k, "s0")) == ir_rand(k, 7, E(k, "s0")));
-    CHECK(ir_rand(k, 7, E(k, "s0")) != ir_rand(k, 8, E(k, "s0")));
+    IrRef c7 = ir_const(k, KN_I64, 7), c8 = ir_const(k, KN_I64, 8);
+    CHECK(ir_rand(k, c7, c8, E(k, "s0")) == ir_rand(k, c7, c8, E(k, "s0")));
+    CHECK(ir_rand(k, c7, c8, E(k, "s0")) != ir_rand(k, c8, c8, E(k, "s0")));
+    CHECK(ir_rand(k, c7, c8, E(k, "s0")) != ir_rand(k, c7, c7, E(k, "s0")));
     IrBlock top = {0, 0};
     IrRef l = ir_loop(k, &top, E(k, "8"), LOOP_SERIAL, 1);
     IrBlock in = {l, 0};
@@ -332,7 +335,8 @@ static void test_builder_checks(void)
     CHECK(ir_buf(k, KN_F32, BUF_IN, 99999, 0) == -1);
     IrRef x = ir_load(k, b0, E(k, "s0")), i = ir_index(k, E(k, "s0"));
     CHECK(ir_load(k, 1, E(k, "s0")) == 0 && ir_load(k, -1, E(k, "s0")) == 0);
-    CHECK(ir_load(k, b0, 0) == 0 && ir_index(k, 12345) == 0 && ir_rand(k, 1, 0) == 0);
+    CHECK(ir_load(k, b0, 0) == 0 && ir_index(k, 12345) == 0 && ir_rand(k, i, i, 0) == 0);
+    CHECK(ir_rand(k, 0, i, E(k, "s0")) == 0 && ir_rand(k, i, 999, E(k, "s0")) == 0);
     CHECK(ir_const(k, KN_I32, 1.5) == 0 && ir_const(k, KN_U8, 256) == 0 && ir_const(k, KN_U8, -1) == 0);
     CHECK(ir_const(k, KN_I64, INFINITY) == 0 && ir_const(k, KN_I32, NAN) == 0 && ir_const(k, KN_I64, 0x1p63) == 0);
     CHECK(ir_const(k, KN_I64, -0x1p63) != 0 && ir_const(k, KN_F16, INFINITY) != 0);
@@ -433,6 +437,12 @@ static void test_verify_text(void)
             "an offset must be i64");
     rejects("kernel bad(in b0 f32[8], out b1 f32[8])\n  for s0 in 8\n    b1[0; check(b0[s0], 8)] += 1\n",
             "check() takes an integer");
+    rejects("kernel bad(in b0 i64[1], out b1 f32[8])\n  for s0 in 8\n    b1[s0] = rand(7, b0[0], s0)\n",
+            "rand()'s key must be i64");
+    rejects("kernel bad(in b0 i32[1], out b1 f32[8])\n  for s0 in 8\n    b1[s0] = rand(7:i64, b0[0], s0)\n",
+            "rand()'s counter must be i64");
+    rejects("kernel bad(in b0 i64[1], out b1 f32[8])\n  for s0 in 8\n    b1[s0] = rand(7:i64, b0[0], s1)\n",
+            "s1 in the offset is not the var");
     rejects("kernel bad(in b0 i64[8], out b1 f32[8])\n  for s0 in 8\n    b1[0; check(b0[s0], s1)] = 1\n",
             "s1 in the bound is not the var");
 }
@@ -606,7 +616,7 @@ static const struct {
     {"kernel k(out b0 f32[4])\n  b0[0] == 1\n", "line 2: expected a value"},
     {"kernel k(out b0 f32[4])\n\n  b0[0] = 1\n", "line 2: empty line"},
     {"kernel k(out b0 f32[4])\n  b0[0] = 1\n\n", "line 3: empty line"},
-    {"kernel k(out b0 f32[4])\n  b0[0] = rand(99999999999999999999, 0)\n", "line 2: number out of range"},
+    {"kernel k(out b0 f32[4])\n  b0[0] = rand(1:i64, 2:i64 s0)\n", "line 2: expected ','"},
     {"kernel k(out b0 f32[4])\n  b0[0] = idx(s0\n", "line 2: expected ')'"},
     {"kernel k(out b0 f32[4])\n  b0[0] = -\n", "line 2: expected a value"},
     {"kernel k(out b0 f32[4])\n  b0[0] = 1e\n", "line 2: unexpected text at the end"},

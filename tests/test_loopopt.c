@@ -314,12 +314,12 @@ int main(void)
          "    for s1 in 3\n"
          "      for s2 in 4\n"
          "        b0[s0*12+s1*4+s2] = neg(b1[s0*12+s1*4+s2])\n"
-         "        b2[s0*12+s1*4+s2] = rand(7, s0*12+s1*4+s2)\n",
+         "        b2[s0*12+s1*4+s2] = rand(7:i64, 5:i64, s0*12+s1*4+s2)\n",
          &o,
            "kernel k(out b0 f32[24], in b1 f32[24], out b2 f32[24])\n"
            "  for s0 in 24 vector(8)\n"
            "    b0[s0] = neg(b1[s0])\n"
-           "    b2[s0] = rand(7, s0)\n");
+           "    b2[s0] = rand(7:i64, 5:i64, s0)\n");
     hand(ctx,
          "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
          "  for s0 in 256\n"

@@ -585,7 +585,8 @@ static void test_create(kn_ctx *ctx)
 }
 
 /* rand in f32, f64, bf16 and fused: the interpreter's bits, and eager
- * kn_rand's with the same seed and counter. */
+ * kn_rand's with the same seed and counter (a bare trace reads the
+ * generator's state but leaves it as it was). */
 static void test_rand(kn_ctx *ctx)
 {
     Outs o;
@@ -593,7 +594,7 @@ static void test_rand(kn_ctx *ctx)
     kn_scope_begin(ctx);
     kn_manual_seed(ctx, 0x123456789abcdefull);
     kn_tensor *x = kn_randn(ctx, KN_F32, 3, s3);
-    uint64_t ctr = ctx->rng_ctr;
+    uint64_t ctr = ctx->rng[1];
     begin(ctx, &o, "rand");
     kn_tensor *r = kn_rand(ctx, KN_F32, 3, s3);
     out(&o, r, 1);
@@ -603,11 +604,10 @@ static void test_rand(kn_ctx *ctx)
     out(&o, kn_dropout(ctx, x, 0.5, 1), 1);
     Graph *g = ctx->trace;
     ctx->trace = NULL;
-    uint64_t after = ctx->rng_ctr;
-    ctx->rng_ctr = ctr; /* eager, from the same counter: the same numbers */
+    CHECK(ctx->rng[1] == ctr);
     float want[105], got[105];
-    kn_tensor *e = kn_rand(ctx, KN_F32, 3, s3);
-    ctx->rng_ctr = after;
+    kn_tensor *e = kn_rand(ctx, KN_F32, 3, s3); /* eager, from the same counter: the same numbers */
+    CHECK(ctx->rng[1] == ctr + 105);
     CHECK(e && kn_read(ctx, e, want, sizeof want) == KN_OK);
     ctx->trace = g;
     /* run the traced rand alone through the C target and compare with eager */
@@ -627,9 +627,14 @@ static void test_rand(kn_ctx *ctx)
     void *p = m ? port_jit_sym(m, k.name) : NULL;
     KernelFn fn = NULL;
     if (p) memcpy(&fn, &p, sizeof p);
-    if (EXPECT(fn != NULL, "%s", why)) {
-        void *b[2] = {got, NULL};
+    if (EXPECT(fn != NULL && k.nbufs == 3, "%s", why)) {
+        void *b[5] = {got, NULL, NULL, NULL, NULL};
+        for (int j = 1; j < k.nbufs; j++) /* the generator's key and counter, as traced */
+            b[j] = g->input_vals[g->nodes[k.bufs[j].node].p.i[0]]->st->data;
+        uint64_t now = ctx->rng[1];
+        ctx->rng[1] = ctr;
         fn(b);
+        ctx->rng[1] = now;
         CHECK(memcmp(got, want, sizeof got) == 0);
     }
     port_jit_free(m);

@@ -876,12 +876,12 @@ static int un_note(Unroll *un, const ExprTable *t, int buf, ExprId index, int sa
 }
 
 /* Whether value ref (of the DAG built) is the same at every iteration of
- * the loop and may be computed once before it: indices and rand without
- * s_v, accumulators the body neither declares nor updates, loads without
- * s_v of buffers the body does not store, in bounds over every loop's range
- * (so safe whether or not the loop's iterations would read them, and
- * however many there are), and ops of such values; never a check, which
- * reports. */
+ * the loop and may be computed once before it: indices without s_v, rand
+ * without it (of an invariant key and counter), accumulators the body
+ * neither declares nor updates, loads without s_v of buffers the body does
+ * not store, in bounds over every loop's range (so safe whether or not the
+ * loop's iterations would read them, and however many there are), and ops
+ * of such values; never a check, which reports. */
 static int invariant(const R *r, const Unroll *un, IrRef ref, IrRef user, int depth)
 {
     const Kernel *k = r->k;
@@ -891,8 +891,10 @@ static int invariant(const R *r, const Unroll *un, IrRef ref, IrRef user, int de
     switch (x->kind) {
     case IR_CONST: return !x->index;
     case IR_ACCVAL: return x->var >= 0 && x->var < MAX_ACCS && !un->acc[x->var];
-    case IR_INDEX:
-    case IR_RAND: return !expr_has_sym(k->ex, x->index, un->v);
+    case IR_INDEX: return !expr_has_sym(k->ex, x->index, un->v);
+    case IR_RAND:
+        return !expr_has_sym(k->ex, x->index, un->v) && invariant(r, un, x->a, ref, depth + 1) &&
+               invariant(r, un, x->b, ref, depth + 1);
     case IR_LOAD:
         return !x->a && x->buf >= 0 && x->buf < MAX_BUFS && x->buf < k->nbufs && !un->stored[x->buf] &&
                !expr_has_sym(k->ex, x->index, un->v) && expr_as_const(k->ex, k->bufs[x->buf].size, &size) &&

@@ -386,13 +386,13 @@ const char *const prelude_parts[] = {
     "KN_HELPER double kn_tanh(double x) { return tanh(x); }\n"
     "KN_HELPER double kn_erf(double x) { return erf(x); }\n"
     "\n",
-    "/* Philox 4x32-10: element c of stream key is block c / 4, lane c % 4;\n"
-    " * its top 24 bits give a float uniform in [0, 1) */\n"
-    "KN_HELPER float kn_rand(uint64_t key, int64_t c)\n"
+    "/* Philox 4x32-10: position p = ctr + c of stream key is block p / 4,\n"
+    " * lane p % 4; its top 24 bits give a float uniform in [0, 1) */\n"
+    "KN_HELPER float kn_rand(int64_t key, int64_t ctr, int64_t c)\n"
     "{\n"
-    "    uint64_t ctr = (uint64_t)c >> 2;\n"
-    "    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;\n"
-    "    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);\n"
+    "    uint64_t p = (uint64_t)ctr + (uint64_t)c, blk = p >> 2;\n"
+    "    uint32_t c0 = (uint32_t)blk, c1 = (uint32_t)(blk >> 32), c2 = 0, c3 = 0;\n"
+    "    uint32_t k0 = (uint32_t)(uint64_t)key, k1 = (uint32_t)((uint64_t)key >> 32);\n"
     "    for (int r = 0; r < 10; r++) {\n"
     "        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;\n"
     "        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;\n"
@@ -403,7 +403,7 @@ const char *const prelude_parts[] = {
     "        k0 += 0x9E3779B9u;\n"
     "        k1 += 0xBB67AE85u;\n"
     "    }\n"
-    "    uint32_t lane = (uint32_t)c & 3, w = lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;\n"
+    "    uint32_t lane = (uint32_t)p & 3, w = lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;\n"
     "    return (float)(w >> 8) * (1.0f / 16777216.0f);\n"
     "}\n",
 };

@@ -590,7 +590,11 @@ void render_put_value(R *r, IrRef ref, IrRef user, int depth, int bare)
         break;
     case IR_INDEX: render_put_index(r->o, r->k->ex, x->index, 1); break;
     case IR_RAND:
-        put(r->o, "kn_rand(UINT64_C(%llu), ", (unsigned long long)x->seed);
+        put_str(r->o, "kn_rand(");
+        render_put_value(r, x->a, ref, depth + 1, 1);
+        put_str(r->o, ", ");
+        render_put_value(r, x->b, ref, depth + 1, 1);
+        put_str(r->o, ", ");
         render_put_index(r->o, r->k->ex, x->index, 0);
         put_char(r->o, ')');
         break;
