@@ -343,6 +343,7 @@ kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* a trace
 kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old); /* leaf's .grad := g (NULL: none) */
 void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what); /* the graph assumed *flag's value */
 uint32_t capture_tape_start(const kn_ctx *ctx); /* the tape's length when tracing began */
+int capture_generic(const kn_ctx *ctx); /* tracing a graph generic in a size: no form that depends on one */
 
 void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
 
