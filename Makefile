@@ -62,7 +62,11 @@ $(B)/tests/%: tests/%.c tests/*.h tests/ref/*.h $(B)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
 
-# What the tests need (apt-get, as root; skips what is installed).
+# What the tests need (apt-get, as root; skips what is installed). Every
+# target below that builds or runs installs its part first, then builds in a
+# second make, which sees what was installed (KN_TCC is decided when a make
+# reads this file): on a fresh machine it would otherwise build without
+# TinyCC.
 deps:
 	@sh tests/deps.sh
 
@@ -92,6 +96,7 @@ clean:
 ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 asan:
+	@sh tests/deps.sh native
 	+$(MAKE) B=$(B)/asan OPT='$(ASAN_OPT)' all build-tests
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	    sh tests/run.sh native $(B)/asan
@@ -149,12 +154,15 @@ $(A)/arm_smoke.elf: tests/cross/arm_smoke.c tests/cross/startup.c tests/cross/co
 arm-build: $(A)/libkiln.a $(A)/arm_smoke.elf
 
 wasm:
+	@sh tests/deps.sh wasm
 	+@MAKE='$(MAKE)' sh tests/run.sh wasm $(W)
 
 arm:
+	@sh tests/deps.sh arm
 	+@MAKE='$(MAKE)' sh tests/run.sh arm $(A)
 
 cross:
+	@sh tests/deps.sh wasm arm
 	+@MAKE='$(MAKE)' sh tests/run.sh wasm $(W) arm $(A)
 
 .PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds
@@ -162,8 +170,9 @@ cross:
 # Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)
 BENCH_QUICK := $(if $(QUICK),--quick,)
-bench: all
+bench:
 	@sh tests/deps.sh bench
+	+@$(MAKE) --no-print-directory all
 	@mkdir -p $(B)/bench
 	$(B)/kiln bench train --json $(BENCH_QUICK) > $(B)/bench/kiln-train.jsonl && cat $(B)/bench/kiln-train.jsonl
 	$(B)/kiln bench infer --json $(BENCH_QUICK) > $(B)/bench/kiln-infer.jsonl && cat $(B)/bench/kiln-infer.jsonl
@@ -173,6 +182,7 @@ bench: all
 # kiln-c and torch timed in alternating rounds, seconds apart (a shared machine's speed drifts over minutes):
 # build/bench/rounds.md. make bench-rounds ROUNDS=4
 ROUNDS ?= 4
-bench-rounds: all
+bench-rounds:
 	@sh tests/deps.sh bench
+	+@$(MAKE) --no-print-directory all
 	/usr/bin/python3 tests/bench/rounds.py --rounds $(ROUNDS) --kiln $(B)/kiln --out $(B)/bench

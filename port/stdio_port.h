@@ -1,11 +1,12 @@
 /*
- * stdio_port.h — the parts of a port that C's stdio and POSIX clocks give:
+ * stdio_port.h — the parts of a port that C's stdio, POSIX clocks and stat give:
  * included by posix.c and wasm.c, which differ only in threads, the cpu count
  * and how the temporary file of an atomic write is named.
  */
 #ifndef KN_STDIO_PORT_H
 #define KN_STDIO_PORT_H
 
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +24,21 @@ uint64_t port_now_ns(void)
 
 void port_log(const char *s) { fprintf(stderr, "%s\n", s); }
 
+/* 1 if path names a directory: fopen opens one for reading where the C
+ * library allows it, and then every read fails with a bare EISDIR (or EBADF
+ * under WASI), so the messages below ask first. */
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int port_read_file(const char *path, void **data, size_t *size, char *why)
 {
+    if (is_dir(path)) {
+        snprintf(why, 128, "is a directory, not a file");
+        return -1;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(why, 128, "cannot open: %s", strerror(errno));
@@ -32,19 +46,24 @@ int port_read_file(const char *path, void **data, size_t *size, char *why)
     }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
+    int err = 0;
+    errno = 0; /* what a failed read leaves there names why */
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
+        if (n < cap) {
+            err = ferror(f) ? (errno ? errno : EIO) : 0;
+            break;
+        }
         char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
         if (!nb) { free(buf); buf = NULL; break; }
         buf = nb;
         cap *= 2;
     }
-    int bad = ferror(f);
     fclose(f);
-    if (!buf || bad) {
+    if (!buf || err) {
         free(buf);
-        snprintf(why, 128, "%s", bad ? "read error" : "out of memory");
+        if (err) snprintf(why, 128, "cannot read: %s", strerror(err));
+        else snprintf(why, 128, "out of memory");
         return -1;
     }
     *data = buf;
@@ -52,9 +71,15 @@ int port_read_file(const char *path, void **data, size_t *size, char *why)
     return 0;
 }
 
-/* Writes path.tmp.<id>, then renames it over path. */
+/* Writes path.tmp.<id>, then renames it over path. The reason names the
+ * problem, not the paths: the caller names path, and the temporary file is
+ * no concern of the user's. */
 static int stdio_write_file(const char *path, const void *data, size_t size, char *why, unsigned long id)
 {
+    if (is_dir(path)) { /* rename would fail only after the temporary file was written beside it */
+        snprintf(why, 128, "is a directory, not a file");
+        return -1;
+    }
     size_t len = strlen(path);
     char *tmp = malloc(len + 32);
     if (!tmp) {
@@ -63,8 +88,9 @@ static int stdio_write_file(const char *path, const void *data, size_t size, cha
     }
     snprintf(tmp, len + 32, "%s.tmp.%lu", path, id);
     FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(why, 128, "cannot create %s: %s", tmp, strerror(errno));
+    if (!f) { /* the file itself need not exist: ENOENT means its directory does not */
+        int e = errno;
+        snprintf(why, 128, "cannot create: %s", e == ENOENT ? "its directory does not exist" : strerror(e));
         free(tmp);
         return -1;
     }
@@ -72,7 +98,7 @@ static int stdio_write_file(const char *path, const void *data, size_t size, cha
     ok = (fflush(f) == 0) && ok;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
-        snprintf(why, 128, "cannot write %s: %s", path, strerror(errno));
+        snprintf(why, 128, "cannot write: %s", strerror(errno));
         remove(tmp);
         free(tmp);
         return -1;

@@ -143,6 +143,7 @@ typedef struct CEntry {
     int kernels, interp_steps, ops, nodes, in_place;
     int ran;              /* segments its last call ran before a value read at a break differed */
     int sym_in, sym_dim;  /* where s0 is read (in[sym_in] dim sym_dim); -1: the entry is static */
+    int64_t s0_limit;     /* generic: the largest s0 its graphs hold for (dyn_limit); 0: none */
     char arena_expr[64];  /* generic: the arena's size in s0 ("" if static) */
     size_t arena_bytes, code_bytes;
     double compile_ms;
@@ -824,6 +825,11 @@ static int guards_pass(kn_fn *f, CEntry *e, kn_tensor *const *in, int nin, int n
         for (int d = 0; d < t->ndim; d++) {
             if (g->sym[d] && s0 < 0 && t->shape[d] < 2) { /* s0 is the first symbolic dim */
                 snprintf(why, cap, "in[%d] dim %d: expected a size >= 2 (s0), got %lld", k, d, (long long)t->shape[d]);
+                return 0;
+            }
+            if (g->sym[d] && s0 < 0 && e->s0_limit && t->shape[d] > e->s0_limit) {
+                snprintf(why, cap, "in[%d] dim %d: expected a size <= %lld (s0: the generic graph holds up to it), "
+                         "got %lld", k, d, (long long)e->s0_limit, (long long)t->shape[d]);
                 return 0;
             }
             if (g->sym[d] && s0 < 0) s0 = t->shape[d];
@@ -1781,7 +1787,12 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
  * backward (a compiled forward whose backward runs later) are matched each.
  * Anything else (a trace that breaks, reads a value, makes other nodes at
  * another size, or a size that is not affine) specialises the dims to the
- * call's sizes, logged under KILN_LOGS=recompiles with the reason.
+ * call's sizes, logged under KILN_LOGS=recompiles with the reason. While the
+ * probes trace, capture_generic tells a decomposition whose form would
+ * depend on a size to take one that does not (kn_cumsum's scan). A generic
+ * graph holds for the sizes at which none of its sizes, slice starts and pad
+ * widths is negative (dyn_limit): a larger s0 fails the entry's guard and
+ * traces anew (a scan's fixed depth sets such a limit).
  *
  * Running a generic segment evaluates its graph at the call's s0 and plans
  * it (a program per size, the last DYN_CACHE kept): cheap for the
@@ -1827,6 +1838,35 @@ static int fit_f(ExprTable *ex, const double *v, const int64_t *sv, GenNode *gn)
     gn->finv = !in;
     return fit(ex, x, sv, &gn->f) && gn->f;
 }
+
+/* The largest s0 at which the generic graph of d (its nodes' g) has no
+ * negative size, slice start or pad width, each a*s0+b: past it the graph
+ * does not hold (a scan's fixed depth, decomp_shape.c's scan_generic, is
+ * such a limit), and guards_pass sends a call there to a new trace; 0 where
+ * nothing falls as s0 grows. */
+static int64_t dyn_limit(const DynSeg *d, const Graph *g)
+{
+    int64_t lim = 0, zero = 0, one = 1;
+    for (uint32_t v = 1; v < g->n; v++) {
+        const Node *n = &g->nodes[v];
+        const GenNode *gn = &d->gen[v];
+        ExprId f[3 * KN_MAX_DIMS];
+        int k = 0, err = 0;
+        for (int dd = 0; dd < n->ndim; dd++) f[k++] = gn->shape[dd];
+        if (n->op == OP_SLICE) f[k++] = gn->i[1];
+        for (int q = 0; n->op == OP_PAD && q < 2 * n->ndim; q++) f[k++] = gn->i[q];
+        for (int j = 0; j < k; j++) {
+            if (!f[j]) continue;
+            int64_t b = expr_eval(&d->ex, f[j], &zero, &err), a = expr_eval(&d->ex, f[j], &one, &err) - b;
+            if (!err && a < 0 && (!lim || b / -a < lim)) lim = b / -a; /* b >= 0: it held at the probes */
+        }
+    }
+    return lim;
+}
+
+/* 1 while kn_call traces the probes of an entry generic in s0 (dyn_entry):
+ * a decomposition whose form depends on a size takes one that does not. */
+int capture_generic(const kn_ctx *ctx) { return ctx->capture && ctx->capture->probe; }
 
 /* Held tensors of two probes: the same view, or a constant the body made
  * at each trace with the same values (a size read as a value is not). */
@@ -1960,6 +2000,8 @@ static int dyn_match(kn_fn *f, CEntry *const *e, const int64_t *sv, char *why, s
     if (!d) return 0;
     b->segs[0].dyn = d;
     if (bd) b->rg->bwd.dyn = bd;
+    int64_t lf = dyn_limit(d, b->segs[0].g), lb = bd ? dyn_limit(bd, b->rg->bwd.g) : 0;
+    b->s0_limit = !lf ? lb : !lb ? lf : lf < lb ? lf : lb;
     return 1;
 }
 
@@ -2215,8 +2257,11 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     }
     dyn_arena_expr(f, g, sv);
     g->compile_ms = now_ms() - t0;
-    log_line(ctx, LOG_RECOMPILES, "%s: entry %d is generic in s0 = in[%d] dim %d (now %lld), arena %s bytes",
-             f->name, f->nentries + 1, k0, d0, (long long)n, g->arena_expr[0] ? g->arena_expr : "not affine in s0");
+    char upto[48] = "";
+    if (g->s0_limit) snprintf(upto, sizeof upto, ", up to s0 = %lld", (long long)g->s0_limit);
+    log_line(ctx, LOG_RECOMPILES, "%s: entry %d is generic in s0 = in[%d] dim %d (now %lld), arena %s bytes%s",
+             f->name, f->nentries + 1, k0, d0, (long long)n, g->arena_expr[0] ? g->arena_expr : "not affine in s0",
+             upto);
     return g;
 }
 

@@ -81,7 +81,19 @@ typedef struct {
     int32_t axis;               /* iota axis */
     uint8_t dtype;              /* cast, full, iota, rand, input */
     uint8_t n;                  /* entries of i in use */
+    uint8_t origin;             /* gather, scatter_add: 1 + the composite that made it (opslist_composite), or 0 */
+    uint8_t ix;                 /* gather: what its index stands for (IndexUse) */
 } Params;
+
+/* What the index a GATHER reads stands for (Params.ix). An index out of range
+ * is reported as such, naming the public op that made the node
+ * (Params.origin, set by prim() from ctx->op), by interp_bad_index: in eager
+ * and compiled runs alike, since both come from the node's params. */
+typedef enum {
+    IX_INDEX,  /* a position along the dim */
+    IX_CLASS,  /* a target class (nll_loss, cross_entropy) */
+    IX_DIVISOR /* 1 where an integer divisor is 0, into a table of one element (fmod) */
+} IndexUse;
 
 /* SLICE: i[0] dim, i[1] start, i[2] count, i[3] step (nonzero, may be < 0).
  * PAD:   i[2d], i[2d+1] before/after for dim d (>= 0), f the value.
@@ -273,6 +285,7 @@ kn_tensor *p_iota(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, int 
  * and the counter advances by its numel (while tracing, a traced write of the counter). */
 kn_tensor *p_rand(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape);
 kn_tensor *p_gather(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx);
+kn_tensor *p_gather_for(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx, IndexUse use);
 kn_tensor *p_scatter_add(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx, kn_tensor *src);
 kn_tensor *p_where(kn_ctx *ctx, kn_tensor *c, kn_tensor *a, kn_tensor *b);
 kn_tensor *p_dot(kn_ctx *ctx, kn_tensor *a, kn_tensor *b);
@@ -281,6 +294,9 @@ int prim_view_strides(const kn_tensor *x, int ndim, const int64_t *shape, int64_
 
 /* ---- interpreter (interp.c): run one primitive on concrete tensors ---- */
 kn_status interp_run(kn_ctx *ctx, Op op, kn_tensor *out, kn_tensor *const *src, const Params *p);
+/* The error for index v outside [0, size) of a GATHER or SCATTER_ADD with params p (KN_EINDEX; an
+ * IX_DIVISOR's, KN_EINVAL): it names the public op that made the node, unless ctx->op is that op. */
+kn_status interp_bad_index(kn_ctx *ctx, Op op, const Params *p, int64_t v, int64_t size);
 void interp_philox(uint64_t key, uint64_t ctr, uint32_t out[4]);
 
 /* ---- helpers for composites (decomp.c) ---- */
@@ -339,12 +355,14 @@ kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* a trace
 kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old); /* leaf's .grad := g (NULL: none) */
 void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what); /* the graph assumed *flag's value */
 uint32_t capture_tape_start(const kn_ctx *ctx); /* the tape's length when tracing began */
+int capture_generic(const kn_ctx *ctx); /* tracing a graph generic in a size: no form that depends on one */
 
 void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
 
 /* ---- kiln ops (opslist.c) ---- */
 int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */
 const char *opslist_composite(int i); /* the i-th composite's name; NULL past the end */
+int opslist_find(const char *public_op); /* "kn_NAME": 1 + NAME's index among the composites, or 0 */
 
 /* ---- eager ops through compiled single-op kernels (eager.c) ---- */
 typedef struct {

@@ -224,19 +224,73 @@ kn_tensor *kn_pow(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)
     return LEAVE(ctx, bin(ctx, OP_POW, a, b, dt));
 }
 
-/* trunc(q) = floor(|q|) * sign(q), so fmod = a - trunc(a / b) * b. Integer
- * division truncates already. */
+/* x (f64) as hi + lo, each of at most 26 significant bits (Veltkamp's
+ * split), so that a product of two halves is exact; |x| below 2^996. */
+static void split26(kn_ctx *ctx, kn_tensor *x, kn_tensor **hi, kn_tensor **lo)
+{
+    kn_tensor *c = binc(ctx, OP_MUL, x, 134217729.0); /* 2^27 + 1 */
+    *hi = prim2(ctx, OP_SUB, c, prim2(ctx, OP_SUB, c, x));
+    *lo = prim2(ctx, OP_SUB, x, *hi);
+}
+
+/* fmod of floats a and b (broadcast, of one dtype), as C's: a - trunc(a / b)
+ * * b with a's sign, exact wherever |a / b| < 2^53. On A = |a| and B = |b| in
+ * f64: t = floor(A / B), and A - t B from p = t B rounded and its error e,
+ * exact by Dekker's product of split halves ("A floating-point technique for
+ * extending the available precision", 1971): A - p is exact (Sterbenz), and
+ * so the sign of the remainder is right, which a rounded t B alone gets
+ * wrong (5 fmod 0.1 in f64: t = 50, and 50 * 0.1 rounds to 5). A remainder
+ * below 0 means A / B rounded up to t: it gets B back. A and B are scaled by
+ * 2^-600 where B > 2^500, so that the split cannot overflow (powers of two
+ * scale exactly). |a| < |b| (an infinite b among them) gives a itself, -0
+ * kept; an infinite a, a zero b and NaN give NaN through the arithmetic. */
+static kn_tensor *fmod_float(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)
+{
+    kn_tensor *x = p_cast(ctx, a, KN_F64), *ax = prim1(ctx, OP_ABS, x), *ay = prim1(ctx, OP_ABS, p_cast(ctx, b, KN_F64));
+    kn_tensor *s = kn_where(ctx, binc(ctx, OP_CMPLT, ay, 0x1p500), c_scalar(ctx, KN_F64, 1.0),
+                            c_scalar(ctx, KN_F64, 0x1p-600));
+    kn_tensor *A = prim2(ctx, OP_MUL, ax, s), *B = prim2(ctx, OP_MUL, ay, s), *th, *tl, *bh, *bl;
+    kn_tensor *t = prim1(ctx, OP_FLOOR, prim2(ctx, OP_DIV, A, B)), *p = prim2(ctx, OP_MUL, t, B);
+    split26(ctx, t, &th, &tl);
+    split26(ctx, B, &bh, &bl);
+    kn_tensor *e = prim2(ctx, OP_SUB, prim2(ctx, OP_MUL, th, bh), p);
+    e = prim2(ctx, OP_ADD, prim2(ctx, OP_ADD, e, prim2(ctx, OP_MUL, th, bl)), prim2(ctx, OP_MUL, tl, bh));
+    e = prim2(ctx, OP_ADD, e, prim2(ctx, OP_MUL, tl, bl));
+    kn_tensor *r = prim2(ctx, OP_SUB, prim2(ctx, OP_SUB, A, p), e);
+    r = prim2(ctx, OP_DIV, p_where(ctx, binc(ctx, OP_CMPLT, r, 0.0), prim2(ctx, OP_ADD, r, B), r), s);
+    r = p_where(ctx, binc(ctx, OP_CMPLT, x, 0.0), prim1(ctx, OP_NEG, r), r);
+    return p_cast(ctx, p_where(ctx, prim2(ctx, OP_CMPLT, ax, ay), x, r), (kn_dtype)a->dtype);
+}
+
+/* Integer b, or where an element of it is 0 an error when the graph runs
+ * ("integer division by zero", as PyTorch raises): b plus a gather from a
+ * table of one 0 at index (b == 0), which is out of range there. */
+static kn_tensor *nonzero_divisor(kn_ctx *ctx, kn_tensor *b)
+{
+    int64_t n = tensor_numel(b->ndim, b->shape), one = 1;
+    kn_tensor *flat = p_reshape(ctx, b, 1, &n);
+    kn_tensor *at = p_cast(ctx, binc(ctx, OP_CMPEQ, flat, 0.0), KN_I64);
+    kn_tensor *zero = p_gather_for(ctx, p_full(ctx, (kn_dtype)b->dtype, 1, &one, 0.0), 0, at, IX_DIVISOR);
+    return p_reshape(ctx, prim2(ctx, OP_ADD, flat, zero), b->ndim, b->shape);
+}
+
+/* C's fmod: the sign of a. Integers: a - (a / b) * b, division truncating, b
+ * checked for 0; a signed divisor of -1 gives 0, where INT64_MIN / -1 would
+ * wrap (PyTorch traps there). */
 kn_tensor *kn_fmod(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)
 {
     ENTER(ctx, "kn_fmod");
     if (!both(ctx, a, b)) return LEAVE(ctx, NULL);
     kn_dtype dt = type2(a, b);
     if (dt == KN_BOOL) return LEAVE(ctx, kn_err(ctx, KN_EDTYPE, "fmod of bool tensors is not supported"));
-    kn_tensor *xs[2] = {a, b};
-    if (!broadcast_cast(ctx, 2, xs, dt)) return LEAVE(ctx, NULL);
+    kn_tensor *xs[2] = {a, dt_is_float(dt) ? b : nonzero_divisor(ctx, p_cast(ctx, b, dt))};
+    if (!xs[1] || !broadcast_cast(ctx, 2, xs, dt)) return LEAVE(ctx, NULL);
+    if (dt_is_float(dt)) return LEAVE(ctx, fmod_float(ctx, xs[0], xs[1]));
     kn_tensor *q = prim2(ctx, OP_DIV, xs[0], xs[1]);
-    if (dt_is_float(dt)) q = prim2(ctx, OP_MUL, prim1(ctx, OP_FLOOR, prim1(ctx, OP_ABS, q)), kn_sign(ctx, q));
-    return LEAVE(ctx, prim2(ctx, OP_SUB, xs[0], prim2(ctx, OP_MUL, q, xs[1])));
+    kn_tensor *r = prim2(ctx, OP_SUB, xs[0], prim2(ctx, OP_MUL, q, xs[1]));
+    if (dt == KN_I32 || dt == KN_I64)
+        r = p_where(ctx, binc(ctx, OP_CMPEQ, xs[1], -1.0), p_full(ctx, dt, r ? r->ndim : 0, r ? r->shape : NULL, 0.0), r);
+    return LEAVE(ctx, r);
 }
 
 kn_tensor *kn_minimum(kn_ctx *ctx, kn_tensor *a, kn_tensor *b)

@@ -575,7 +575,8 @@ static kn_tensor *ignore_const(kn_ctx *ctx, const kn_loss_opts *o)
 /* nll_loss's per-element terms for logp (compute dtype) and weight (C) in
  * the same dtype or NULL. Ignored entries gather class 0 and are then
  * masked with where(), not multiplied, so a -inf there cannot make NaN.
- * An out-of-range class fails in the gather kernel with KN_EINDEX. */
+ * An out-of-range class fails in the gather kernel with KN_EINDEX ("target
+ * class ... out of range"). */
 static Nll nll_terms(kn_ctx *ctx, kn_tensor *logp, kn_tensor *target, kn_tensor *weight, const kn_loss_opts *o)
 {
     Nll n = {NULL, NULL, NULL};
@@ -589,9 +590,10 @@ static Nll nll_terms(kn_ctx *ctx, kn_tensor *logp, kn_tensor *target, kn_tensor 
     n.ign = bin(ctx, OP_CMPEQ, t, ignore_const(ctx, o), KN_I64);
     kn_tensor *zero = c_scalar(ctx, dt, 0.0);
     kn_tensor *safe = where_b(ctx, n.ign, c_scalar(ctx, KN_I64, 0.0), t);
-    kn_tensor *lp = p_gather(ctx, logp, cd, p_reshape(ctx, safe, nd, ishape));
+    kn_tensor *lp = p_gather_for(ctx, logp, cd, p_reshape(ctx, safe, nd, ishape), IX_CLASS);
     lp = p_reshape(ctx, lp, tnd, target->shape);                     /* (T) logp[t] */
-    kn_tensor *wt = weight ? p_reshape(ctx, p_gather(ctx, weight, 0, p_reshape(ctx, safe, 1, &flat)), tnd, target->shape)
+    kn_tensor *wt = weight ? p_reshape(ctx, p_gather_for(ctx, weight, 0, p_reshape(ctx, safe, 1, &flat), IX_CLASS),
+                                       tnd, target->shape)
                            : c_scalar(ctx, dt, 1.0);
     n.w = where_b(ctx, n.ign, zero, wt);
     kn_tensor *wlp = weight ? bin(ctx, OP_MUL, lp, wt, dt) : lp;

@@ -13,6 +13,7 @@
  * index out of range (gather, scatter_add).
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../port/port.h"
@@ -246,14 +247,24 @@ static void run_pad(kn_tensor *out, kn_tensor *x, const Params *p)
 
 /* ---- indexing ---- */
 
-static kn_status bad_index(kn_ctx *ctx, Op op, int64_t v, int64_t size, int dim)
+kn_status interp_bad_index(kn_ctx *ctx, Op op, const Params *p, int64_t v, int64_t size)
 {
-    return kn_errs(ctx, KN_EINDEX, "%s: index %lld out of range for dim %d of size %lld", kn_opinfo[op].name,
-                   (long long)v, dim, (long long)size);
+    const char *made = p->origin ? opslist_composite(p->origin - 1) : NULL;
+    char by[64] = ""; /* ctx->op prefixes the message: eager, the op itself; compiled, kn_call */
+    if (!made) snprintf(by, sizeof by, "%s: ", kn_opinfo[op].name);
+    else if (!ctx->op || strncmp(ctx->op, "kn_", 3) != 0 || strcmp(ctx->op + 3, made) != 0)
+        snprintf(by, sizeof by, "kn_%s: ", made);
+    if (p->ix == IX_DIVISOR) return kn_errs(ctx, KN_EINVAL, "%sinteger division by zero", by);
+    if (p->ix == IX_CLASS)
+        return kn_errs(ctx, KN_EINDEX, "%starget class %lld out of range for %lld classes", by, (long long)v,
+                       (long long)size);
+    return kn_errs(ctx, KN_EINDEX, "%sindex %lld out of range for dim %d of size %lld", by, (long long)v,
+                   (int)p->i[0], (long long)size);
 }
 
-static kn_status run_gather(kn_ctx *ctx, kn_tensor *out, kn_tensor *x, kn_tensor *idx, int dim)
+static kn_status run_gather(kn_ctx *ctx, kn_tensor *out, kn_tensor *x, kn_tensor *idx, const Params *p)
 {
+    int dim = (int)p->i[0];
     size_t es = kn_dtype_size((kn_dtype)x->dtype);
     int64_t n = tensor_numel(out->ndim, out->shape);
     int64_t xs[KN_MAX_DIMS];
@@ -265,14 +276,15 @@ static kn_status run_gather(kn_ctx *ctx, kn_tensor *out, kn_tensor *x, kn_tensor
     iter_add(&it, xs, x->offset);
     for (int64_t k = 0; k < n; k++, iter_next(&it)) {
         int64_t v = LDI(idx, it.off[0]);
-        if (v < 0 || v >= x->shape[dim]) return bad_index(ctx, OP_GATHER, v, x->shape[dim], dim);
+        if (v < 0 || v >= x->shape[dim]) return interp_bad_index(ctx, OP_GATHER, p, v, x->shape[dim]);
         memcpy(tensor_ptr(out, k), tensor_ptr(x, it.off[1] + v * x->stride[dim]), es);
     }
     return KN_OK;
 }
 
-static kn_status run_scatter_add(kn_ctx *ctx, kn_tensor *out, kn_tensor *const *src, int dim)
+static kn_status run_scatter_add(kn_ctx *ctx, kn_tensor *out, kn_tensor *const *src, const Params *p)
 {
+    int dim = (int)p->i[0];
     kn_tensor *x = src[0], *idx = src[1], *s = src[2];
     copy_into(out, 0, out->stride, x);
     int64_t n = tensor_numel(idx->ndim, idx->shape), os[KN_MAX_DIMS];
@@ -286,7 +298,7 @@ static kn_status run_scatter_add(kn_ctx *ctx, kn_tensor *out, kn_tensor *const *
     iter_add(&it, os, 0);
     for (int64_t k = 0; k < n; k++, iter_next(&it)) {
         int64_t v = LDI(idx, it.off[0]);
-        if (v < 0 || v >= out->shape[dim]) return bad_index(ctx, OP_SCATTER_ADD, v, out->shape[dim], dim);
+        if (v < 0 || v >= out->shape[dim]) return interp_bad_index(ctx, OP_SCATTER_ADD, p, v, out->shape[dim]);
         int64_t o = it.off[2] + v * out->stride[dim];
         if (fl) ST(out, o, LD(out, o) + LD(s, it.off[1]));
         else STI(out, o, (int64_t)((uint64_t)LDI(out, o) + (uint64_t)LDI(s, it.off[1])));
@@ -459,8 +471,8 @@ kn_status interp_run(kn_ctx *ctx, Op op, kn_tensor *out, kn_tensor *const *src, 
         }
         return KN_OK;
     case OC_INDEX:
-        if (op == OP_GATHER) return run_gather(ctx, out, src[0], src[1], (int)p->i[0]);
-        return run_scatter_add(ctx, out, src, (int)p->i[0]);
+        if (op == OP_GATHER) return run_gather(ctx, out, src[0], src[1], p);
+        return run_scatter_add(ctx, out, src, p);
     case OC_DOT: return run_dot(ctx, out, src[0], src[1]);
     case OC_CREATE:
         if (op == OP_RAND) run_rand(out, src);

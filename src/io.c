@@ -100,6 +100,7 @@ static Item *check_args(kn_ctx *ctx, const char *path, const char *const *names,
 {
     static Item none; /* n == 0: a non-NULL result that is never read */
     if (!path) return kn_err(ctx, KN_EINVAL, "operand 'path' is NULL");
+    if (!path[0]) return kn_err(ctx, KN_EINVAL, "operand 'path' is empty");
     if (n < 0) return kn_err(ctx, KN_EINVAL, "n = %d tensors is negative", n);
     if (n == 0) return &none;
     if (!names || !ts) return kn_err(ctx, KN_EINVAL, "operand '%s' is NULL", names ? "ts" : "names");

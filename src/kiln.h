@@ -428,7 +428,8 @@ typedef struct {
     kn_backend backend;
     kn_mode mode;
     kn_dynamic dynamic;        /* auto: a dim whose size changed once becomes the symbol s0 of a generic
-                                  entry that any size >= 2 runs without recompiling (dims of equal size
+                                  entry that any size >= 2 runs without recompiling (up to a limit where
+                                  its graph has one: a cumsum along s0 covers 2^16; dims of equal size
                                   share it); on: every dim from the first call (one symbol: the first
                                   dim >= 2 and those of its size); off: never. Backends tcc and c compile
                                   a generic entry once, kernels that read s0 at run time. What cannot be

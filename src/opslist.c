@@ -230,6 +230,14 @@ static const char *class_name(OpClass c)
 /* The i-th composite's name, in `kiln ops` order; NULL past the end. */
 const char *opslist_composite(int i) { return i >= 0 && i < NCOMPOSITES ? composites[i] : NULL; }
 
+int opslist_find(const char *public_op)
+{
+    if (!public_op || strncmp(public_op, "kn_", 3) != 0) return 0;
+    for (int i = 0; i < NCOMPOSITES; i++)
+        if (!strcmp(public_op + 3, composites[i])) return i + 1;
+    return 0;
+}
+
 /* Traces every composite; prints the listing when print is set. Returns
  * how many composites failed to trace, and the counts through nprim/ncomp. */
 int opslist_run(int print, int *nprim, int *ncomp)

@@ -398,6 +398,12 @@ kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p)
     }
     if (prim_shape(ctx, op, n, dts, nds, shs, p, &odt, &ond, osh)) return NULL;
     if (!shape_fits(ctx, (kn_dtype)odt, ond, osh)) return NULL;
+    Params made;
+    if (kn_opinfo[op].cls == OC_INDEX && !p->origin) { /* the public op running, for an index out of range */
+        made = *p;
+        made.origin = (uint8_t)opslist_find(ctx->op);
+        p = &made;
+    }
     kn_tensor *out = run(ctx, op, src, p, odt, ond, osh);
     if (out && autodiff_wants(ctx, n, src) && autodiff_record(ctx, op, src, p, out) != KN_OK) {
         kn_free(ctx, out);
@@ -552,11 +558,14 @@ kn_tensor *p_rand(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
     return t;
 }
 
-kn_tensor *p_gather(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx)
+kn_tensor *p_gather(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx) { return p_gather_for(ctx, x, dim, idx, IX_INDEX); }
+
+kn_tensor *p_gather_for(kn_ctx *ctx, kn_tensor *x, int dim, kn_tensor *idx, IndexUse use)
 {
     Params p;
     memset(&p, 0, sizeof p);
     p.i[0] = dim, p.n = 1;
+    p.ix = (uint8_t)use;
     kn_tensor *s[2] = {x, idx};
     return prim(ctx, OP_GATHER, s, &p);
 }

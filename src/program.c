@@ -233,8 +233,7 @@ static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
     p->t->run(st->fn, bufs, st->k);
     if (err[0]) { /* only gather and scatter_add read indices (lower.c), each the node of its kernel */
         const Node *n = &p->g->nodes[st->node];
-        return kn_errs(p->ctx, KN_EINDEX, "%s: index %lld out of range for dim %d of size %lld", kn_opinfo[n->op].name,
-                       (long long)err[1], (int)n->p.i[0], (long long)err[2]);
+        return interp_bad_index(p->ctx, (Op)n->op, &n->p, err[1], err[2]);
     }
     return KN_OK;
 }

@@ -4,21 +4,38 @@
 # prints the command to run and carries on, and the tests that need a
 # missing toolchain say so and count as failures.
 #
-# gcc libc6-dev make        native build, ASan/UBSan
-# clang lld llvm            clang build; wasm32 compile, link (wasm-ld), archive (llvm-ar)
-# wasi-libc libclang-rt-14-dev-wasm32   libc and builtins for wasm32-wasi
-# nodejs                    runs the wasm tests through node:wasi
-# gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm   Cortex-M build and run
-# tcc libtcc-dev            backend tcc: libtcc.a and <libtcc.h>, tcc's runtime and headers
-# libopenblas-dev           kiln bench gemm's peer (cblas_sgemm, opened with dlopen)
-# dataset-fashion-mnist     kiln train's data (make demo; test_io reads its test set)
-# python3-torch             make bench's PyTorch peer (tests/bench/torch_peer.py): only with
-#                           the argument "bench" (sh tests/deps.sh bench), as make bench runs it
-pkgs="gcc libc6-dev make clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 nodejs
-      gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm tcc libtcc-dev libopenblas-dev dataset-fashion-mnist"
-[ "$1" = bench ] && pkgs="$pkgs python3-torch"
+#     sh tests/deps.sh [GROUP...]     GROUP: native, wasm, arm, bench; none: native wasm arm
+#
+# Each make target that builds or runs installs its groups first (make test
+# all three, make asan native, make wasm wasm, make arm arm, make cross wasm
+# and arm, make bench bench), so that it works on a fresh machine.
+#
+# native: gcc libc6-dev make   native build, ASan/UBSan
+#         tcc libtcc-dev       backend tcc: libtcc.a and <libtcc.h>, tcc's runtime and headers
+#         libopenblas-dev      kiln bench gemm's peer (cblas_sgemm, opened with dlopen)
+#         dataset-fashion-mnist  kiln train's data (make demo; test_io reads its test set)
+# wasm:   clang lld llvm       wasm32 compile, link (wasm-ld), archive (llvm-ar); the clang build
+#         wasi-libc libclang-rt-14-dev-wasm32   libc and builtins for wasm32-wasi
+#         nodejs               runs the wasm tests through node:wasi
+# arm:    gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm   Cortex-M build and run
+# bench:  native's, and python3-torch: make bench's PyTorch peer (tests/bench/torch_peer.py)
+native="gcc libc6-dev make tcc libtcc-dev libopenblas-dev dataset-fashion-mnist"
+wasm="clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 nodejs"
+arm="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
+[ $# -eq 0 ] && set -- native wasm arm
+pkgs=""
+for g in "$@"; do
+    case $g in
+    native) pkgs="$pkgs $native" ;;
+    wasm) pkgs="$pkgs $wasm" ;;
+    arm) pkgs="$pkgs $arm" ;;
+    bench) pkgs="$pkgs $native python3-torch" ;;
+    *) echo "deps: unknown group '$g' (native, wasm, arm, bench)"; exit 2 ;;
+    esac
+done
 missing=""
 for p in $pkgs; do
+    case " $missing " in *" $p "*) continue ;; esac
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0

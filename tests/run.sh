@@ -4,7 +4,8 @@
 #     sh tests/run.sh DIR                       native tests in DIR/tests
 #     sh tests/run.sh native DIR wasm WDIR arm ADIR   any of the three, in order
 #
-# native: every executable DIR/tests/test_*.
+# native: every executable DIR/tests/test_*, then every tests/test_*.sh (tests
+#         of the build itself: they use no build directory).
 # wasm:   builds WDIR (make wasm-build), runs WDIR/tests/test_*.wasm under node.
 # arm:    builds ADIR (make arm-build), runs ADIR/arm_smoke.elf under QEMU.
 # A program that crashes, exits nonzero or prints no summary counts as one
@@ -61,6 +62,10 @@ native() {
     for t in "$1"/tests/test_*; do
         [ -x "$t" ] || continue
         run_one "$t" "$t"
+    done
+    for t in tests/test_*.sh; do
+        [ -f "$t" ] || continue
+        run_one "$t" sh "$t"
     done
 }
 

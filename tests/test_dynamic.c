@@ -373,6 +373,84 @@ static void test_rand_sweep(int bi, int dyn)
     kn_ctx_free(ca), kn_ctx_free(cb);
 }
 
+/* ---- scans: generic in the size of the dim they run along ---- */
+
+/* x (4, S) and a weight w (4, 1): cumsum of x * w along S, of an i32 of it, and along the 4 (a dim
+ * that stays static; S is never 4, where nodes of the two scans would be one and compile for it); with grad, the loss is the sum of their squares and w's gradient an output */
+static kn_status scan_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    kn_tensor *w = *(kn_tensor **)user, *x = kn_mul(ctx, in[0], w);
+    (void)nin;
+    kn_tensor *i = kn_to(ctx, kn_to(ctx, kn_mul(ctx, x, kn_scalar(ctx, 4.0)), KN_I32), KN_F32);
+    kn_tensor *y = kn_add(ctx, kn_add(ctx, kn_cumsum(ctx, x, 1), kn_cumsum(ctx, i, -1)), kn_cumsum(ctx, x, 0));
+    if (nout == 1) {
+        out[0] = y;
+        return y ? KN_OK : kn_last_status(ctx);
+    }
+    out[0] = kn_sum(ctx, kn_mul(ctx, y, y), NULL, 0, 0);
+    if (!out[0] || kn_backward(ctx, out[0], 0) != KN_OK) return kn_last_status(ctx);
+    out[1] = kn_grad(ctx, w);
+    return out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+/* A sweep of S under dynamic=auto: the second size makes the generic entry, and no later size up to
+ * 2^16 compiles or recompiles anything (kn_fn_stats), each equal to eager bit for bit (the generic scan
+ * adds what eager's does, then -0s). S = 70000 passes the generic graph's limit: a static entry, and
+ * the next small size is generic again. grad: the whole step, forward and backward, in the body (one
+ * program an entry), its loss and w's gradient (sums, in another order) within 1e-5 of eager's. */
+static void test_scan_sweep(int bi, int grad)
+{
+    static const int64_t sizes[11] = {6, 13, 2, 3, 9, 17, 64, 1000, 33, 70000, 5};
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 12});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "recompiles");
+    logbuf[0] = 0;
+    int64_t ws[2] = {4, 1};
+    kn_tensor *w = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, ws));
+    if (grad) w = kn_requires_grad(ctx, w, 1);
+    kn_compile_opts o = {.backend = backends[bi], .params = &w, .nparams = 1, .name = "scan"};
+    kn_fn *f = kn_compile(ctx, scan_body, &w, &o);
+    kn_fn_info made = {0}, info;
+    int nout = grad ? 2 : 1;
+    for (int c = 0; c < 11; c++) {
+        kn_scope_begin(ctx);
+        int64_t xs[2] = {4, sizes[c]};
+        kn_tensor *x = kn_randn(ctx, KN_F32, 2, xs), *out[2] = {0}, *want[2] = {0};
+        kn_status s = kn_call(f, &x, 1, out, nout);
+        CHECK_MSG(s == KN_OK, "%s scan%s S=%lld: %s", bname[bi], grad ? " (grad)" : "", (long long)sizes[c],
+                  kn_last_error(ctx));
+        if (grad) { /* a copy: eagerly (past a recompile limit) out[1] would be w's grad, which the next line frees */
+            out[1] = s == KN_OK ? kn_to(ctx, out[1], KN_F64) : NULL;
+            kn_zero_grad(ctx, &w, 1);
+        }
+        CHECK(scan_body(ctx, &w, &x, 1, want, nout) == KN_OK);
+        for (int k = 0; k < nout && s == KN_OK; k++) { /* with grad, the loss and w's gradient are sums */
+            double d = test_rel_diff(ctx, out[k], ctx, want[k]);
+            CHECK_MSG(grad ? d < 1e-5 : d == 0, "%s scan%s S=%lld out[%d]: differs from eager by %g", bname[bi],
+                      grad ? " (grad)" : "", (long long)sizes[c], k, d);
+        }
+        if (grad) kn_zero_grad(ctx, &w, 1);
+        kn_scope_end(ctx);
+        CHECK(kn_fn_stats(f, &info) == KN_OK);
+        if (c == 1 || c == 9) made = info; /* the generic entry, then the static one of S = 70000 */
+        if (c >= 2 && c != 9) /* the generic entry's: nothing new */
+            CHECK_MSG(info.entries == made.entries && info.compiles == made.compiles && info.recompiles == made.recompiles &&
+                      info.symbolic_dims == (c < 9),
+                      "%s scan%s S=%lld: %d entries, %d compiles, %d recompiles (before: %d, %d, %d); log: %s", bname[bi],
+                      grad ? " (grad)" : "", (long long)sizes[c], info.entries, info.compiles, info.recompiles,
+                      made.entries, made.compiles, made.recompiles, logbuf);
+    }
+    CHECK_MSG(info.entries == 3 && info.recompiles == 2 && info.compiles == want_compiles(bi, 3, 1),
+              "%s scan%s: %d entries, %d compiles, %d recompiles", bname[bi], grad ? " (grad)" : "", info.entries,
+              info.compiles, info.recompiles);
+    CHECK_MSG(strstr(logbuf, "is generic in s0 = in[0] dim 1 (now 13)") && strstr(logbuf, "up to s0 = 65536") &&
+              strstr(logbuf, "in[0] dim 1: expected a size <= 65536 (s0: the generic graph holds up to it), got 70000"),
+              "%s scan%s: log: %s", bname[bi], grad ? " (grad)" : "", logbuf);
+    kn_fn_free(f);
+    kn_free(ctx, w);
+    kn_ctx_free(ctx);
+}
+
 /* ---- what cannot be generic specialises ---- */
 
 /* x * B*B: a constant that is not affine in the batch */
@@ -593,6 +671,7 @@ int main(void)
     test_region_sweep(0, 1);
     for (int bi = 0; bi < 3; bi++)
         for (int dyn = 0; dyn < 3; dyn++) test_rand_sweep(bi, dyn);
+    for (int bi = 0; bi < 3; bi++) test_scan_sweep(bi, 0), test_scan_sweep(bi, 1);
     test_specialise(square_body, "square", "makes constants of other values");
     test_specialise(outer_body, "outer", "not affine in the size");
     test_specialise(read_body, "read", "reads a value");

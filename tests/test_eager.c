@@ -208,13 +208,13 @@ static void test_unary(void)
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
         int f = first_layout();
         for (int l = f; l <= last_layout(f); l++) {
-            PrimCase k = {ops[i].op, KN_F32, l, 0, 0, ops[i].lo, ops[i].hi, {{0}, 0, 0, 0, 0}};
+            PrimCase k = {ops[i].op, KN_F32, l, 0, 0, ops[i].lo, ops[i].hi, {{0}, 0, 0, 0, 0, 0, 0}};
             int exact = ops[i].op == OP_NEG || ops[i].op == OP_ABS || ops[i].op == OP_FLOOR;
             check_prim(k, exact ? EXACT : CLOSE);
         }
     }
     /* other dtypes */
-    PrimCase k = {OP_EXP, KN_F64, 1, 0, 0, -3, 3, {{0}, 0, 0, 0, 0}};
+    PrimCase k = {OP_EXP, KN_F64, 1, 0, 0, -3, 3, {{0}, 0, 0, 0, 0, 0, 0}};
     check_prim(k, CLOSE);
     k.dt = KN_F16, k.la = 2;
     check_prim(k, CLOSE);
@@ -230,13 +230,13 @@ static void test_binary(void)
         for (int l = f; l <= last_layout(f); l++) {
             int lb = (l + 3) % NLAYOUTS; /* a different layout for b */
             int cmp = kn_opinfo[ops[i]].cls == OC_COMPARE;
-            PrimCase k = {ops[i], KN_F32, l, lb, 0, ops[i] == OP_POW ? 0.2 : -3, 3, {{0}, 0, 0, 0, 0}};
+            PrimCase k = {ops[i], KN_F32, l, lb, 0, ops[i] == OP_POW ? 0.2 : -3, 3, {{0}, 0, 0, 0, 0, 0, 0}};
             int exact = cmp || ops[i] == OP_MAX || ops[i] == OP_MIN || ops[i] == OP_ADD || ops[i] == OP_SUB || ops[i] == OP_MUL;
             check_prim(k, exact ? EXACT : CLOSE);
         }
     }
     /* integers: truncating division (the divisor's range has no 0), compare on bool's sibling u8 */
-    PrimCase k = {OP_DIV, KN_I32, 0, 1, 0, 1, 50, {{0}, 0, 0, 0, 0}};
+    PrimCase k = {OP_DIV, KN_I32, 0, 1, 0, 1, 50, {{0}, 0, 0, 0, 0, 0, 0}};
     check_prim(k, EXACT);
     k.op = OP_MUL, k.dt = KN_I64, k.la = 2, k.lb = 4, k.lo = -1000, k.hi = 1000;
     check_prim(k, EXACT);
@@ -252,13 +252,13 @@ static void test_where_cast(void)
 {
     int f = first_layout();
     for (int l = f; l <= last_layout(f); l++) {
-        PrimCase k = {OP_WHERE, KN_F32, l, (l + 1) % NLAYOUTS, (l + 5) % NLAYOUTS, -2, 2, {{0}, 0, 0, 0, 0}};
+        PrimCase k = {OP_WHERE, KN_F32, l, (l + 1) % NLAYOUTS, (l + 5) % NLAYOUTS, -2, 2, {{0}, 0, 0, 0, 0, 0, 0}};
         check_prim(k, EXACT);
     }
     static const kn_dtype from[] = {KN_F32, KN_F32, KN_F32, KN_F64, KN_I64, KN_I32, KN_BOOL, KN_F16, KN_U8};
     static const kn_dtype to[] = {KN_I32, KN_F16, KN_BOOL, KN_F32, KN_F32, KN_I64, KN_F32, KN_F64, KN_F32};
     for (size_t i = 0; i < sizeof from / sizeof *from; i++) {
-        PrimCase k = {OP_CAST, from[i], (int)i % NLAYOUTS, 0, 0, -300, 300, {{0}, 0, 0, 0, 0}};
+        PrimCase k = {OP_CAST, from[i], (int)i % NLAYOUTS, 0, 0, -300, 300, {{0}, 0, 0, 0, 0, 0, 0}};
         if (from[i] == KN_U8 || from[i] == KN_BOOL) k.lo = 0, k.hi = 255;
         k.p.dtype = (uint8_t)to[i];
         check_prim(k, EXACT);
@@ -270,24 +270,24 @@ static void test_reduce_move(void)
     for (int mask = 1; mask <= 3; mask++) {
         int f = first_layout();
         for (int l = f; l <= last_layout(f); l++) {
-            PrimCase k = {OP_SUM, KN_F32, l, 0, 0, -2, 2, {{0}, 0, 0, 0, 0}};
+            PrimCase k = {OP_SUM, KN_F32, l, 0, 0, -2, 2, {{0}, 0, 0, 0, 0, 0, 0}};
             k.p.n = 2, k.p.i[0] = mask & 1, k.p.i[1] = mask >> 1;
             check_prim(k, CLOSE);
             k.op = OP_RMAX;
             check_prim(k, EXACT);
         }
     }
-    PrimCase k = {OP_SUM, KN_I32, 1, 0, 0, -50, 50, {{0}, 0, 0, 0, 0}};
+    PrimCase k = {OP_SUM, KN_I32, 1, 0, 0, -50, 50, {{0}, 0, 0, 0, 0, 0, 0}};
     k.p.n = 2, k.p.i[1] = 1;
     check_prim(k, EXACT);
     /* pad, and a reshape that needs a copy (of a transposed source) */
     int f = first_layout();
     for (int l = f; l <= last_layout(f); l++) {
-        PrimCase p = {OP_PAD, KN_F32, l, 0, 0, -2, 2, {{0}, 0, 0, 0, 0}};
+        PrimCase p = {OP_PAD, KN_F32, l, 0, 0, -2, 2, {{0}, 0, 0, 0, 0, 0, 0}};
         p.p.n = 4, p.p.i[0] = 2, p.p.i[1] = 0, p.p.i[2] = 1, p.p.i[3] = 3, p.p.f = -7.5;
         check_prim(p, EXACT);
     }
-    PrimCase r = {OP_RESHAPE, KN_F32, 1, 0, 0, -2, 2, {{0}, 0, 0, 0, 0}};
+    PrimCase r = {OP_RESHAPE, KN_F32, 1, 0, 0, -2, 2, {{0}, 0, 0, 0, 0, 0, 0}};
     r.p.n = 1, r.p.i[0] = R * C;
     check_prim(r, EXACT);
     r.la = 2, r.p.n = 3, r.p.i[0] = C, r.p.i[1] = 1, r.p.i[2] = R;

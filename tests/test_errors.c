@@ -7,11 +7,15 @@
  * or dim at fault. Then the context must still work and, once the scope that
  * held the cases ends, hold no more than before; every byte must go back to
  * the allocator when the context is freed.
+ *
+ * An index out of range inside a compiled program names the public op that
+ * read it, as eager does (test_index_origin).
  */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "test.h"
+#include "../port/port.h"
 
 /* ---- a counting allocator: every block the context holds, by size ---- */
 
@@ -325,6 +329,82 @@ static void test_indices(kn_ctx *ctx)
     kn_clear_error(ctx);
 }
 
+/* ---- an index out of range names the public op, compiled as eager ---- */
+
+/* P (4, 3), a parameter, read through the op at the indices in[0]: (4) with the last out of range;
+ * the result squared and summed (fused with the op's gather into one program) */
+static int ix_which;
+static kn_tensor *ix_param;
+
+static kn_status ix_body(kn_ctx *c, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    kn_tensor *p = ix_param, *y = ix_which == 0   ? kn_embedding(c, p, in[0])
+                                 : ix_which == 1 ? kn_index_select(c, p, 0, in[0])
+                                 : ix_which == 2 ? kn_cross_entropy(c, p, in[0], NULL)
+                                                 : kn_nll_loss(c, kn_log_softmax(c, p, 1), in[0], NULL);
+    out[0] = kn_sum(c, kn_mul(c, y, y), NULL, 0, 0);
+    return out[0] ? KN_OK : kn_last_status(c);
+}
+
+static char ix_log[4096];
+static void ix_sink(void *user, const char *line)
+{
+    (void)user;
+    size_t n = strlen(ix_log);
+    snprintf(ix_log + n, sizeof ix_log - n, "%s\n", line);
+}
+
+/* Eager on each eager backend says want; a compiled call on each backend (with the parameter
+ * requiring grad: a joint graph, partitioned) says "kn_call: " and want; and so does backend c's
+ * program loaded from the program cache by a second context. */
+static void test_index_origin(void)
+{
+    static const char *want[4] = {"kn_embedding: index 5 out of range for dim 0 of size 4",
+                                  "kn_index_select: index 5 out of range for dim 0 of size 4",
+                                  "kn_cross_entropy: target class -7 out of range for 3 classes",
+                                  "kn_nll_loss: target class 3 out of range for 3 classes"};
+    static const int64_t bad[4] = {5, 5, -7, 3};
+    static const kn_backend be[3] = {KN_BACKEND_INTERP, KN_BACKEND_TCC, KN_BACKEND_C};
+    static const char *bn[3] = {"interp", "tcc", "c"};
+    char full[256];
+    for (ix_which = 0; ix_which < 4; ix_which++) {
+        for (int b = 0; b < 4; b++) { /* b 3: backend c again, in a second context: from the program cache */
+            kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 5});
+            int64_t good[4] = {0, 2, 1, 2}, worse[4] = {0, 2, 1, bad[ix_which]};
+            ix_param = kn_param(ctx, kn_randn(ctx, KN_F32, 2, SH(4, 3)));
+            kn_tensor *in[1] = {idx64(ctx, 4, good)}, *out[1];
+            if (b < 3) { /* eager */
+                CHECK(kn_set_eager_backend(ctx, be[b]) == KN_OK);
+                in[0] = idx64(ctx, 4, worse);
+                kn_status s = ix_body(ctx, NULL, in, 1, out, 1);
+                CHECK_MSG(s == KN_EINDEX && !strcmp(kn_last_error(ctx), want[ix_which]),
+                          "eager on %s: expected \"%s\", got %d \"%s\"", bn[b], want[ix_which], (int)s,
+                          kn_last_error(ctx));
+                kn_clear_error(ctx);
+                CHECK(kn_set_eager_backend(ctx, KN_BACKEND_INTERP) == KN_OK);
+                in[0] = idx64(ctx, 4, good);
+            }
+            ix_log[0] = 0;
+            kn_set_log(ctx, ix_sink, NULL);
+            kn_set_logs(ctx, "perf");
+            kn_compile_opts o = {.backend = be[b < 3 ? b : 2], .params = &ix_param, .nparams = 1, .name = "ix"};
+            kn_fn *f = kn_compile(ctx, ix_body, NULL, &o);
+            CHECK_MSG(kn_call(f, in, 1, out, 1) == KN_OK, "%s: %s", bn[b < 3 ? b : 2], kn_last_error(ctx));
+            in[0] = idx64(ctx, 4, worse);
+            kn_status s = kn_call(f, in, 1, out, 1);
+            snprintf(full, sizeof full, "kn_call: %s", want[ix_which]);
+            CHECK_MSG(s == KN_EINDEX && !strcmp(kn_last_error(ctx), full), "compiled on %s%s: expected \"%s\", got %d \"%s\"",
+                      bn[b < 3 ? b : 2], b == 3 ? " (program cache)" : "", full, (int)s, kn_last_error(ctx));
+            kn_clear_error(ctx);
+            if (b == 3 && port_jit_available(PORT_CC))
+                CHECK_MSG(strstr(ix_log, "from the program cache") != NULL, "not from the program cache: %s", ix_log);
+            kn_fn_free(f);
+            kn_ctx_free(ctx);
+        }
+    }
+}
+
 /* ---- convolution and pooling parameters ---- */
 
 static void test_conv_pool(kn_ctx *ctx)
@@ -630,6 +710,7 @@ int main(void)
     kn_scope_begin(ctx);
     test_wrapping(ctx);
     kn_scope_end(ctx);
+    test_index_origin();
     CHECK(kn_live_tensors(ctx) == tensors && kn_live_bytes(ctx) == bytes);
     kn_scope_end(ctx); /* unbalanced: does nothing */
     float k[4];

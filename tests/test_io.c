@@ -100,11 +100,14 @@ static const char *tmp(const char *name)
 
 static const char *const tmp_names[] = {"a.st", "ref.st", "odd.st", "bad.st", "fuzz.st", "weights.safetensors",
                                         "saved.st", "x.idx", "x.idx.gz", "t10k-images-idx3-ubyte",
-                                        "t10k-labels-idx1-ubyte.gz", "t10k-labels-idx1-ubyte", "empty.st"};
+                                        "t10k-labels-idx1-ubyte.gz", "t10k-labels-idx1-ubyte", "empty.st",
+                                        "unreadable.st", "ro/x.st"};
 
 static void tmp_cleanup(void)
 {
     for (size_t i = 0; i < sizeof tmp_names / sizeof *tmp_names; i++) remove(tmp(tmp_names[i]));
+    rmdir(tmp("sub"));
+    rmdir(tmp("ro"));
     rmdir(tmp_dir);
 }
 
@@ -378,6 +381,62 @@ static void test_arg_errors(void)
     CHECK(kn_load(ctx, path, (const char *[]){long_name}, &t, 1) == KN_OK);
     CHECK(kn_load(ctx, tmp("no-such-file.st"), (const char *[]){"a"}, &t, 1) == KN_EIO);
     CHECK_ERR(ctx, "no-such-file.st: cannot open");
+    kn_ctx_free(ctx);
+}
+
+/* Each wrong path names the file and what is wrong with it, for load and save alike: a directory
+ * (where a file was expected, the target of a save too), a missing file, a missing directory, a file
+ * where a directory was expected, an empty path, and (not as root, who may read and write anything, nor
+ * under WASI, which has no permission bits) a file that cannot be read and a directory that cannot be
+ * written. */
+static void test_path_errors(void)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    kn_tensor *t = kn_zeros(ctx, KN_F32, 1, SH(2));
+    const char *nm[] = {"a"};
+    char sub[320], file[320], want[800];
+    snprintf(sub, sizeof sub, "%s", tmp("sub"));
+    snprintf(file, sizeof file, "%s", tmp("a.st"));
+    CHECK(mkdir(sub, 0700) == 0 && kn_save(ctx, file, nm, &t, 1) == KN_OK);
+    static const struct {
+        int save;
+        const char *path, *why; /* path: "" the directory sub, "=" the file a.st, else a name in the temporary dir */
+    } cases[] = {
+        {0, "", "is a directory, not a file"},
+        {1, "", "is a directory, not a file"},
+        {0, "no-such.st", "cannot open: No such file or directory"},
+        {0, "no-such-dir/x.st", "cannot open: No such file or directory"},
+        {1, "no-such-dir/x.st", "cannot create: its directory does not exist"},
+        {0, "a.st/x.st", "cannot open: Not a directory"},
+        {1, "a.st/x.st", "cannot create: Not a directory"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const char *path = !cases[c].path[0] ? sub : tmp(cases[c].path);
+        kn_status s = cases[c].save ? kn_save(ctx, path, nm, &t, 1) : kn_load(ctx, path, nm, &t, 1);
+        snprintf(want, sizeof want, "%s: %s: %s", cases[c].save ? "kn_save" : "kn_load", path, cases[c].why);
+        CHECK_MSG(s == KN_EIO && !strcmp(kn_last_error(ctx), want), "case %zu: expected KN_EIO and \"%s\", got %d \"%s\"",
+                  c, want, (int)s, kn_last_error(ctx));
+        kn_clear_error(ctx);
+    }
+    CHECK(kn_save(ctx, "", nm, &t, 1) == KN_EINVAL);
+    CHECK_ERR(ctx, "kn_save: operand 'path' is empty");
+    CHECK(kn_load(ctx, "", nm, &t, 1) == KN_EINVAL);
+    CHECK_ERR(ctx, "kn_load: operand 'path' is empty");
+#ifndef __wasi__
+    if (geteuid() == 0) {
+        printf("SKIP io: running as root, who may read any file and write any directory: the checks of an "
+               "unreadable file and a read-only directory did not run\n");
+    } else {
+        const char *unreadable = tmp("unreadable.st"), *ro = tmp("ro"), *in_ro = tmp("ro/x.st");
+        CHECK(kn_save(ctx, unreadable, nm, &t, 1) == KN_OK && chmod(unreadable, 0) == 0);
+        CHECK(kn_load(ctx, unreadable, nm, &t, 1) == KN_EIO);
+        snprintf(want, sizeof want, "kn_load: %s: cannot open: Permission denied", unreadable);
+        CHECK_ERR(ctx, want);
+        CHECK(mkdir(ro, 0500) == 0 && kn_save(ctx, in_ro, nm, &t, 1) == KN_EIO);
+        snprintf(want, sizeof want, "kn_save: %s: cannot create: Permission denied", in_ro);
+        CHECK_ERR(ctx, want);
+    }
+#endif
     kn_ctx_free(ctx);
 }
 
@@ -1085,6 +1144,7 @@ int main(void)
     test_reference();
     test_odd_file();
     test_arg_errors();
+    test_path_errors();
     test_bad_files();
     test_fuzz();
     test_atomic_save();
