@@ -174,7 +174,12 @@ static int c_chunk(kn_ctx *c, kn_tensor *const *x, kn_tensor **y)
 }
 
 /* indexing */
+ONE(c_index_select, kn_index_select(c, x[0], 0, x[1]))
+ONE(c_gather, kn_gather(c, x[0], 1, x[1]))
+ONE(c_scatter_add, kn_scatter_add(c, x[0], 1, x[1], x[2]))
+ONE(c_embedding, kn_embedding(c, x[0], x[1]))
 ONE(c_one_hot, kn_one_hot(c, x[0], 5))
+ONE(c_index_select0d, kn_mul(c, kn_index_select(c, x[0], 1, x[1]), kn_scalar(c, 2)))
 
 /* dots */
 ONE(c_matmul, kn_matmul(c, x[0], x[1]))
@@ -275,7 +280,12 @@ static const Case cases[] = {
     {"stack", "ab ab", c_stack},
     {"split", "a4", c_split},
     {"chunk", "ab", c_chunk},
+    {"index_select", "ab i:c<a", c_index_select},
+    {"gather", "ab i:ac<b", c_gather},
+    {"scatter_add", "ab i:ac<b ac", c_scatter_add},
+    {"embedding", "ab i:cd<a", c_embedding},
     {"one_hot", "i:ab<5", c_one_hot},
+    {"index_select_0d", "ab i:<b", c_index_select0d},
     {"matmul", "ab bc", c_matmul},
     {"linear", "ab cb c", c_linear},
     {"linear_gelu", "ab cb", c_linear_gelu},
