@@ -185,8 +185,11 @@ ONE(c_index_select0d, kn_mul(c, kn_index_select(c, x[0], 1, x[1]), kn_scalar(c, 
 ONE(c_matmul, kn_matmul(c, x[0], x[1]))
 ONE(c_linear, kn_linear(c, x[0], x[1], x[2]))
 ONE(c_linear_gelu, kn_gelu(c, kn_linear(c, x[0], x[1], NULL), 1))
+ONE(c_bmm, kn_bmm(c, x[0], x[1]))
 ONE(c_matmul_bcast, kn_matmul(c, x[0], x[1]))
 ONE(c_matvec, kn_matmul(c, x[0], x[1]))
+ONE(c_sdpa, kn_scaled_dot_product_attention(c, x[0], x[1], x[2], NULL, 0, 0))
+ONE(c_sdpa_causal, kn_scaled_dot_product_attention(c, x[0], x[1], x[2], NULL, 1, 0))
 
 /* convolution and pooling */
 ONE(c_conv2d, kn_conv2d(c, x[0], x[1], x[2], &conv_pad))
@@ -289,8 +292,11 @@ static const Case cases[] = {
     {"matmul", "ab bc", c_matmul},
     {"linear", "ab cb c", c_linear},
     {"linear_gelu", "ab cb", c_linear_gelu},
+    {"bmm", "abc acd", c_bmm},
     {"matmul_bcast", "abc cd", c_matmul_bcast},
     {"matvec", "ab b", c_matvec},
+    {"sdpa", "abc adc ade", c_sdpa},
+    {"sdpa_causal", "abc abc abd", c_sdpa_causal},
     {"conv2d", "ab55 cb33 c", c_conv2d},
     {"conv1d", "ab7 cb3", c_conv1d},
     {"conv_transpose2d", "ab33 bc33", c_conv_t},
