@@ -34,13 +34,15 @@
  * few programs (each costs a run of the system compiler). Where eager
  * fails (amax over an empty dim, as PyTorch), every program must fail with
  * the same status and message, but for the public op it names. A program
- * that runs on another backend than the one asked for fails. The
- * comparison is shown to catch a wrong value and shape. Backend c compiles
- * into a fresh $KILN_CACHE_DIR, removed at the end.
+ * that runs on another backend than the one asked for fails. Then a whole
+ * training step (an MLP, cross_entropy, Adam or SGD inside the body) with
+ * an empty batch, no features or no hidden units, two steps against two
+ * eager ones. The comparison is shown to catch a wrong value and shape.
+ * Backend c compiles into a fresh $KILN_CACHE_DIR, removed at the end.
  *
  * Run from the repository root:  build/tests/test_empty [-v] [NAME_SUBSTRING]
  *   -v prints each variant and program as it runs; a substring runs only
- *   the cases whose name contains it.
+ *   the cases whose name contains it ("mlp": the training steps).
  */
 #if (defined(__unix__) || defined(__APPLE__)) && !defined(__wasi__) && !defined(__EMSCRIPTEN__)
 #define HAVE_POSIX 1
@@ -774,6 +776,85 @@ static void sweep_c(void)
     kn_ctx_free(c);
 }
 
+/* ---- a whole training step ---- */
+
+/* A two-layer MLP (n, f) -> (n, h) -> (n, 3) with cross_entropy (mean: NaN
+ * for an empty batch, as PyTorch) and an optimizer step. */
+typedef struct {
+    kn_tensor *p[4]; /* w1 (h, f), b1 (h), w2 (3, h), b2 (3) */
+    kn_optim *opt;
+} Mlp;
+
+static kn_tensor *mlp_loss(kn_ctx *c, const Mlp *m, kn_tensor *x, kn_tensor *target)
+{
+    kn_tensor *h = kn_relu(c, kn_linear(c, x, m->p[0], m->p[1]));
+    return kn_cross_entropy(c, kn_linear(c, h, m->p[2], m->p[3]), target, &ce_mean);
+}
+
+static kn_status mlp_step(kn_ctx *c, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Mlp *m = user;
+    (void)nin;
+    (void)nout;
+    kn_optim_zero_grad(m->opt);
+    out[0] = mlp_loss(c, m, in[0], in[1]);
+    if (!out[0] || kn_backward(c, out[0], 0) != KN_OK || kn_optim_step(m->opt) != KN_OK) return kn_last_status(c);
+    return KN_OK;
+}
+
+/* Two steps of Adam (sgd: SGD with momentum) on backend be against two eager steps, at sizes n, f, h
+ * (single digits: make_input's shapes). */
+static void train_case(kn_backend be, int sgd, int n, int f, int h)
+{
+    kn_ctx *c = kn_ctx_new(NULL);
+    Mlp m[2]; /* 0 eager, 1 compiled, from the same values (make_input's seeds) */
+    char tok[4][8], why[WHYLEN] = "";
+    int leaf, ok = 1;
+    const kn_sgd_opts so = {.lr = 0.1, .momentum = 0.9};
+    const kn_adam_opts ao = {.lr = 0.01};
+    snprintf(tok[0], 8, "%d%d", h, f), snprintf(tok[1], 8, "%d", h), snprintf(tok[2], 8, "3%d", h);
+    snprintf(tok[3], 8, "3");
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < 4; i++)
+            m[k].p[i] = kn_param(c, make_input(c, tok[i], strlen(tok[i]), 0, (uint64_t)i, &leaf));
+        m[k].opt = sgd ? kn_sgd(c, m[k].p, 4, &so) : kn_adam(c, m[k].p, 4, &ao);
+    }
+    snprintf(tok[0], 8, "%d%d", n, f), snprintf(tok[1], 8, "i:%d<3", n);
+    kn_tensor *in[2] = {make_input(c, tok[0], 2, 0, 7, &leaf), make_input(c, tok[1], 5, 0, 8, &leaf)};
+    kn_requires_grad(c, in[0], 0);
+    kn_compile_opts o = {.backend = be, .params = m[1].p, .nparams = 4, .name = "mlp"};
+    kn_fn *fn = kn_compile(c, mlp_step, &m[1], &o);
+    for (int step = 0; step < 2 && ok; step++) {
+        kn_tensor *got = NULL, *want;
+        kn_scope_begin(c);
+        ok = mlp_step(c, &m[0], in, 2, &want, 1) == KN_OK;
+        if (!ok) snprintf(why, sizeof why, "eager step %d: %s", step, kn_last_error(c));
+        else if (kn_call(fn, in, 2, &got, 1) != KN_OK)
+            ok = 0, snprintf(why, sizeof why, "step %d: %s", step, kn_last_error(c));
+        ok = ok && same(c, got, want, "the loss", why, sizeof why);
+        for (int i = 0; i < 4 && ok; i++) ok = same(c, m[1].p[i], m[0].p[i], "a parameter", why, sizeof why);
+        kn_scope_end(c);
+    }
+    CHECK_MSG(ok, "mlp training step with %s, n=%d f=%d h=%d (backend %s): %s", sgd ? "sgd" : "adam", n, f, h,
+              be_name[be], why);
+    kn_fn_free(fn);
+    kn_optim_free(m[0].opt);
+    kn_optim_free(m[1].opt);
+    kn_ctx_free(c);
+}
+
+/* Training steps with an empty batch, no features, no hidden units. */
+static void train(int have_tcc, int have_c)
+{
+    static const int sz[4][3] = {{3, 4, 5}, {0, 4, 5}, {3, 0, 5}, {3, 4, 0}}; /* n, f, h */
+    if (filter && !strstr("mlp", filter)) return;
+    for (int be = 0; be < 3; be++) {
+        if ((be == KN_BACKEND_C && !have_c) || (be == KN_BACKEND_TCC && !have_tcc)) continue;
+        for (int i = 0; i < 4; i++)
+            for (int sgd = 0; sgd < 2; sgd++) train_case((kn_backend)be, sgd, sz[i][0], sz[i][1], sz[i][2]);
+    }
+}
+
 /* The comparison catches one wrong value, and a wrong shape. */
 static void selftest(void)
 {
@@ -835,6 +916,7 @@ int main(int argc, char **argv)
     selftest();
     sweep_each(have_tcc, have_c);
     if (have_c) sweep_c();
+    train(have_tcc, have_c);
 #if HAVE_POSIX
     if (cache_dir[0]) remove_dir(cache_dir);
 #endif
