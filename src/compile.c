@@ -230,7 +230,7 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     g.M = n->shape[nd - 2], g.N = n->shape[nd - 1], g.K = p->g->nodes[n->src[0]].shape[nd - 1];
     g.sa_m = sa[nd - 2], g.sa_k = sa[nd - 1];
     if (!g.win.on) g.sb_k = sb[nd - 2], g.sb_n = sb[nd - 1];
-    if (g.M < 1 || g.N < 1 || g.K < 1) return 0;
+    if (g.batch < 1 || g.M < 1 || g.N < 1 || g.K < 1) return 0; /* empty: a loop kernel (no pass, or C = 0) */
     /* B a graph input (a weight) read the same by every batch index: the unit may take it packed */
     g.bkeep = p->keep_packed && !g.win.on && (g.batch == 1 || g.sb_b == 0) && p->g->nodes[st->root[1]].op == OP_INPUT;
     /* A a graph input (a conv's weight): a Winograd unit may keep its transform */

@@ -417,7 +417,8 @@ static int lower_dot(Lower *l, uint32_t d, uint32_t v)
  * last loop, a float division by a value of the row alone (softmax's sum)
  * is a multiplication by its reciprocal, computed once per row: within an
  * ulp or two of the division (as PyTorch's softmax), and the divisor is an
- * accumulation, rounded differently from the interpreter's anyway. */
+ * accumulation, rounded differently from the interpreter's anyway. A dim of
+ * size 0 is no unit: it gets a loop, which runs no pass. */
 
 /* The fused reductions node v's kernel computes, in id (topological) order. */
 static void find_fused(Lower *l, uint32_t v, uint8_t *seen)
@@ -542,8 +543,8 @@ static int lower_row(Lower *l, uint32_t v)
     const Node *r0 = &l->g->nodes[l->rnode[0]];
     uint32_t red = 0, kept = 0;
     for (int d = 0; d < nd; d++) {
-        if (x[d] > 1 && r0->p.i[d]) red |= 1u << d;
-        else if (x[d] > 1) kept |= 1u << d;
+        if (x[d] != 1 && r0->p.i[d]) red |= 1u << d;
+        else if (x[d] != 1) kept |= 1u << d;
         l->row[d] = cst(l, 0);
     }
     IrBlock top = {0, 0}, *outer = row_loops(l, &top, nd, x, kept, l->row);

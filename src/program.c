@@ -115,8 +115,13 @@ static kn_status run_interp(Program *p, const Step *st, kn_tensor **vals)
     return interp_run(p->ctx, (Op)n->op, out, src, &n->p);
 }
 
-static void *buffer_ptr(Program *p, uint32_t u, kn_tensor **vals)
+/* Where a step finds node u. A value of no elements (a dim of size 0) may have no storage, or an
+ * offset at the arena's end: it is bound to the run's zeroed cell instead, so that a checked index
+ * read (ir.h: check), which falls back to element 0 of its buffer, still reads in bounds (the run then
+ * fails with the index error) and a scatter_add's store there writes nowhere that matters. */
+static void *buffer_ptr(Program *p, uint32_t u, kn_tensor **vals, int64_t *cell)
 {
+    if (node_bytes(&p->g->nodes[u]) == 0) return cell;
     return vals[u] ? tensor_ptr(vals[u], vals[u]->offset) : (char *)p->mem + p->offset[u];
 }
 
@@ -124,7 +129,7 @@ typedef void (*TileFn)(void **b, int64_t t, int64_t m0, int64_t m1, int64_t n0, 
 
 /* A generic program's dot of sizes in z0: the library's GEMM at this size's values (the step's gv),
  * then the epilogue on the whole of each batch's C, as the runtime template does (gemm.c). */
-static kn_status run_rt_gemm(Program *p, const Step *st, kn_tensor **vals, void **eb)
+static kn_status run_rt_gemm(Program *p, const Step *st, kn_tensor **vals, void **eb, int64_t *cell)
 {
     const GemmSpec *s = st->gemm;
     const int64_t *v = p->gv + GX_N * (st - p->steps);
@@ -134,9 +139,9 @@ static kn_status run_rt_gemm(Program *p, const Step *st, kn_tensor **vals, void 
     memcpy(win + 1, v + GX_WIN, 18 * sizeof *win);
     KnRtGemm g;
     memset(&g, 0, sizeof g);
-    g.C = buffer_ptr(p, st->node, vals);
-    g.A = (char *)buffer_ptr(p, st->root[0], vals) + v[10] * (int64_t)es;
-    g.B = (char *)buffer_ptr(p, st->root[1], vals) + v[11] * (int64_t)es;
+    g.C = buffer_ptr(p, st->node, vals, cell);
+    g.A = (char *)buffer_ptr(p, st->root[0], vals, cell) + v[10] * (int64_t)es;
+    g.B = (char *)buffer_ptr(p, st->root[1], vals, cell) + v[11] * (int64_t)es;
     g.batch = v[0], g.M = v[1], g.N = v[2], g.K = v[3];
     g.sa_b = v[4], g.sa_m = v[5], g.sa_k = v[6], g.sb_b = v[7], g.sb_k = v[8], g.sb_n = v[9];
     g.dtype = s->dtype, g.act = s->act;
@@ -205,12 +210,14 @@ static kn_status run_gemm(Program *p, const Step *st, kn_tensor **vals)
      * b[5]: the buffers of its epilogue, then the pool, an unused error cell and z0's value */
     KnParallel par = program_lends(p);
     void *eb[67];
+    int64_t cell[8] = {0};
     if (st->k && st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
-    for (int b = 0; st->k && b < st->k->nbufs; b++) eb[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
+    for (int b = 0; st->k && b < st->k->nbufs; b++) eb[b] = buffer_ptr(p, st->k->bufs[b].node, vals, cell);
     if (st->k) eb[st->k->nbufs] = &par, eb[st->k->nbufs + 1] = NULL, eb[st->k->nbufs + 2] = p->shape;
-    if (st->gx) return run_rt_gemm(p, st, vals, eb);
-    void *bufs[8] = {buffer_ptr(p, st->node, vals), (char *)buffer_ptr(p, st->root[0], vals) + st->off[0] * es,
-                     (char *)buffer_ptr(p, st->root[1], vals) + st->off[1] * es, NULL, &par, eb, st->epi, NULL};
+    if (st->gx) return run_rt_gemm(p, st, vals, eb, cell);
+    void *bufs[8] = {buffer_ptr(p, st->node, vals, cell),
+                     (char *)buffer_ptr(p, st->root[0], vals, cell) + st->off[0] * es,
+                     (char *)buffer_ptr(p, st->root[1], vals, cell) + st->off[1] * es, NULL, &par, eb, st->epi, NULL};
     if (st->bpack) bufs[7] = kept_b(p, st, vals, bufs[st->gemm->ukeep ? 1 : 2]);
     p->t->run(st->fn, bufs, NULL);
     return KN_OK;
@@ -224,9 +231,9 @@ static kn_status run_kernel(Program *p, const Step *st, kn_tensor **vals)
      * the error cell where a check() of an index read at run time reports {1, index, bound} (ir.h);
      * three past: the shape symbols' values (z0), for a generic program's kernels */
     KnParallel par = program_lends(p);
-    int64_t err[3] = {0, 0, 0};
+    int64_t err[3] = {0, 0, 0}, cell[8] = {0};
     if (st->k->nbufs > 64) return kn_errs(p->ctx, KN_EUNSUPPORTED, "kernel %s reads %d buffers", st->k->name, st->k->nbufs);
-    for (int b = 0; b < st->k->nbufs; b++) bufs[b] = buffer_ptr(p, st->k->bufs[b].node, vals);
+    for (int b = 0; b < st->k->nbufs; b++) bufs[b] = buffer_ptr(p, st->k->bufs[b].node, vals, cell);
     bufs[st->k->nbufs] = &par;
     bufs[st->k->nbufs + 1] = err;
     bufs[st->k->nbufs + 2] = p->shape;

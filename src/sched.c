@@ -190,12 +190,14 @@ typedef struct {
     uint32_t *dot_of;    /* per host: its fused dot, as found by the last walk */
 } Walk;
 
-/* The dims reduced by reduction n over an input of shape x, unit dims left out. */
+/* The dims reduced by reduction n over an input of shape x, unit dims left
+ * out (a dim of size 0 is no unit: its reduction is the identity, and a
+ * kept one leaves no row). */
 static uint32_t red_mask(const Node *n, const Dim *x, int nd)
 {
     uint32_t m = 0;
     for (int d = 0; d < nd; d++)
-        if (n->p.i[d] && x[d] > 1) m |= 1u << d;
+        if (n->p.i[d] && x[d] != 1) m |= 1u << d;
     return m;
 }
 
@@ -204,7 +206,7 @@ static int trailing(uint32_t red, const Dim *x, int nd)
 {
     int seen_kept = 0;
     for (int d = nd - 1; d >= 0; d--) {
-        if (x[d] <= 1) continue;
+        if (x[d] == 1) continue;
         if (!(red >> d & 1)) seen_kept = 1;
         else if (seen_kept) return 0;
     }
@@ -281,7 +283,7 @@ static void walk(Walk *w, uint32_t u, int at, uint32_t red)
         const Node *m = &w->g->nodes[n->src[0]];
         uint32_t r = 0;
         for (int d = 0; d < n->ndim && m->ndim == n->ndim; d++)
-            if (m->shape[d] == 1 && n->shape[d] > 1) r |= 1u << d;
+            if (m->shape[d] == 1 && n->shape[d] != 1) r |= 1u << d;
         walk(w, n->src[0], r ? AT_ROW : AT_OTHER, r);
         return;
     }

@@ -371,6 +371,7 @@ int64_t kn_numel(const kn_tensor *t) { return t ? tensor_numel(t->ndim, t->shape
 int kn_is_contiguous(const kn_tensor *t)
 {
     if (!t) return 0;
+    if (tensor_numel(t->ndim, t->shape) == 0) return 1; /* no elements, whatever the strides: as PyTorch */
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->stride[i] != s) return 0;
