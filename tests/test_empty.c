@@ -566,10 +566,15 @@ static int same_results(kn_ctx *c, const Item *it, kn_tensor *const *y, int ny, 
 /* Status s and message msg are eager's error: the same status and words,
  * but for the public op that reports it (a compiled program's checks fail
  * in kn_call). */
+/* msg (a compiled call's: "kn_call: " and eager's message, or another op's name before eager's text) says
+ * what eager's it->msg says */
 static int same_error(kn_status s, const char *msg, const Item *it)
 {
-    const char *a = strstr(msg, ": "), *b = strstr(it->msg, ": ");
-    return s == it->status && a && b && strcmp(a, b) == 0;
+    const char *b = strstr(it->msg, ": ");
+    if (s != it->status || !b) return 0;
+    if (strncmp(msg, "kn_call: ", 9) == 0 && strcmp(msg + 9, it->msg) == 0) return 1;
+    const char *a = strstr(msg, ": ");
+    return a && strcmp(a, b) == 0;
 }
 
 /* ---- compiled programs of several items ---- */
