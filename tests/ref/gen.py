@@ -1431,6 +1431,8 @@ def small_ints(*shape, dtype=F32):
 def gen_tie_binary(c):
     a = ft([[1.0, 2.0, -1.5, 0.0], [3.0, -0.0, 0.5, 2.0], [-1.0, 4.0, 4.0, 0.0]])
     b = ft([[1.0, 1.0, -1.5, -0.0], [3.0, 0.0, 0.25, 2.5], [-1.0, 4.0, 5.0, 0.0]])
+    nan_a = ft([NAN, 1.0, NAN, -2.0, 2.0, -INF, INF, 0.5])
+    nan_b = ft([0.0, NAN, NAN, -2.0, 2.0, -INF, INF, -0.5])
     for op in ("maximum", "minimum"):
         fn = BINARY[op]
         c(op + "_ties", op, [a, b], fn)
@@ -1439,6 +1441,7 @@ def gen_tie_binary(c):
         c(op + "_ties_transposed", op, [tr(small_ints(4, 3)), small_ints(3, 4)], fn)
         c(op + "_relu_like", op, [relu_like(3, 4), relu_like(3, 4)], fn)
         c(op + "_pyfloat_zero", op, [relu_like(3, 4), S(0.0)], fn)
+        c(op + "_nan_grad", op, [nan_a, nan_b], fn)
     c("l1_loss_ties", "l1_loss", [a, b], lambda x, y: F.l1_loss(x, y, reduction="none"), ints=[NONE_RED])
     c("l1_loss_ties_mean", "l1_loss", [small_ints(3, 4), small_ints(3, 4)], F.l1_loss, ints=[MEAN])
 
