@@ -237,8 +237,8 @@ static kn_tensor *vjp_extreme(kn_ctx *ctx, Op op, kn_tensor *x, kn_tensor *y, kn
     kn_tensor *loses = op == OP_MAX ? prim2(ctx, OP_CMPLT, me, other) : prim2(ctx, OP_CMPLT, other, me);
     kn_tensor *tie = prim2(ctx, OP_CMPEQ, me, other);
     kn_tensor *zero = zeros_like(ctx, g);
-    /* g once, not in both branches: in a chain of maxima (max_pool2d) each
-     * step's g is the next one's, and a fused kernel renders it at each use */
+    /* g once, not in both branches: in a chain of maxima each step's g is
+     * the next one's, and a fused kernel renders it at each use */
     kn_tensor *half = p_full(ctx, (kn_dtype)g->dtype, g->ndim, g->shape, 0.5);
     kn_tensor *share = p_where(ctx, tie, half, p_full(ctx, (kn_dtype)g->dtype, g->ndim, g->shape, 1.0));
     return p_where(ctx, loses, zero, prim2(ctx, OP_MUL, g, share));

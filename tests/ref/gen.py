@@ -1466,6 +1466,31 @@ def gen_tie_reductions(fam):
                  lambda v, fn=fn: fn(v, 1), ints=[1])
 
 
+def gen_tie_pool(c):
+    def pool(name, x, k, s=(0, 0), p=(0, 0), d=(1, 1), ceil=False):
+        stride = s if s != (0, 0) else None
+        c("max_pool2d_" + name, "max_pool2d", [x],
+          (lambda k, st, p, d, cm: lambda v: F.max_pool2d(v, k, st, p, d, cm))(k, stride, p, d, ceil),
+          ints=pool_ints(k, s, p, d, ceil))
+
+    pool("tie_first", ft([[[[1.0, 1.0], [1.0, 0.0]]]]), (2, 2))
+    pool("relu_like", relu_like(2, 3, 6, 6), (2, 2))
+    pool("relu_like_k3_s2_p1", relu_like(1, 2, 7, 7), (3, 3), (2, 2), (1, 1))
+    pool("ties_overlapping", small_ints(1, 2, 5, 6), (3, 3), (1, 1), (1, 1))
+    pool("ties_dilation", small_ints(1, 1, 7, 7), (2, 2), (1, 1), (0, 0), (2, 2))
+    pool("ties_ceil", small_ints(1, 1, 6, 6), (3, 3), (2, 2), (1, 1), ceil=True)
+    pool("ties_asym", small_ints(2, 1, 5, 7), (2, 3), (1, 2), (1, 1))
+    pool("ties_f64", small_ints(1, 2, 5, 5, dtype=F64), (3, 3), (2, 2), (1, 1))
+    pool("ties_nhwc", T(small_ints(1, 6, 6, 3), ("p", [0, 3, 1, 2])), (2, 2))
+    pool("ties_unbatched", small_ints(2, 4, 4), (2, 2), (1, 1))
+    pool("constant_padded", torch.full((1, 1, 4, 4), -2.0), (3, 3), (2, 2), (1, 1))
+    pool("neg_inf_padded", torch.full((1, 1, 2, 3), -INF), (3, 3), (1, 1), (1, 1))
+    pool("nan", ft([[[[1.0, NAN], [NAN, 0.0]]]]), (2, 2))
+    x = small_ints(1, 1, 5, 5)
+    x[0, 0, 1, 2] = x[0, 0, 3, 0] = x[0, 0, 3, 1] = NAN
+    pool("nan_overlapping", x, (3, 3), (1, 1), (1, 1))
+
+
 def gen_tie_pointwise(c):
     # At most 7 elements a tensor: PyTorch's vectorised hardswish and elu backward loops (8 doubles,
     # 16 floats at a time) take x == 3 and NaN the other way from their scalar loops, which agree
@@ -1497,6 +1522,7 @@ def gen_ties():
 
     gen_tie_binary(c)
     gen_tie_reductions(fam)
+    gen_tie_pool(c)
     gen_tie_pointwise(c)
     return fam
 
