@@ -1513,6 +1513,19 @@ def gen_tie_pointwise(c):
       lambda v: F.softplus(v, 2.0, 1.0), flts=[2.0, 1.0])
     c("softplus_at_default_threshold", "softplus", [ft([20.0, 19.5, 0.0, 21.0])], F.softplus, flts=[0.0, 0.0])
 
+    def clamp(lo, hi):
+        return lambda x: torch.clamp(x, None if lo == -INF else lo, None if hi == INF else hi)
+
+    bounds = ft([-1.0, -0.0, 0.0, 0.25, 1.0, 1.5, NAN])
+    for name, x, lo, hi in [
+        ("at_bounds", bounds, 0.0, 1.0), ("at_bounds_f64", bounds.to(F64), 0.0, 1.0),
+        ("at_bounds_transposed", tr(ft([[-1.0, 0.0, 1.0], [0.5, 1.0, 0.0]])), 0.0, 1.0),
+        ("lo_at_bound", bounds, 0.0, INF), ("hi_at_bound", bounds, -INF, 1.0),
+        ("equal_bounds", bounds, 1.0, 1.0), ("crossed_bounds", bounds, 1.0, 0.0),
+        ("at_bounds_i32", ft([-2, -1, 0, 1, 2, 3], I32), -1, 2),
+    ]:
+        c("clamp_" + name, "clamp", [x], clamp(lo, hi), flts=[lo, hi])
+
 
 def gen_ties():
     fam = Family("ties", 12)
