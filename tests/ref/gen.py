@@ -1501,6 +1501,7 @@ def gen_tie_pointwise(c):
     for name, x in [("kinks", kinks), ("kinks_f64", kinks.to(F64)),
                     ("kinks_transposed", tr(ft([[-3.0, 0.0, 3.0], [-0.0, NAN, 1.0]])))]:
         c("relu_" + name, "relu", [x], F.relu)
+        c("hardswish_" + name, "hardswish", [x], F.hardswish)
         c("leaky_relu_" + name, "leaky_relu", [x], lambda v: F.leaky_relu(v, 0.2), flts=[0.2])
     c("relu_relu_like", "relu", [relu_like(3, 4)], F.relu)
     for op, fn in [("abs", torch.abs), ("sign", torch.sign)]:
