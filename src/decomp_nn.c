@@ -358,14 +358,18 @@ kn_tensor *kn_hardswish(kn_ctx *ctx, kn_tensor *x)
 }
 
 /* elu = x > 0 ? x : alpha * expm1(x); alpha is used as given (0 is legal).
- * expm1 sees min(x, 0), so the branch not taken cannot overflow. */
+ * The negative piece takes x <= 0, so that the derived gradient at 0 is
+ * torch's alpha, and the positive piece NaN, whose gradient torch gives g.
+ * expm1 sees x there and 0 elsewhere, so the branch not taken cannot
+ * overflow. */
 kn_tensor *kn_elu(kn_ctx *ctx, kn_tensor *x, double alpha)
 {
     ENTER(ctx, "kn_elu");
     kn_tensor *xf = act_in(ctx, x);
     if (!xf) return LEAVE(ctx, NULL);
-    kn_tensor *neg = binc(ctx, OP_MUL, expm1_(ctx, binc(ctx, OP_MIN, xf, 0.0)), alpha);
-    return LEAVE(ctx, p_cast(ctx, p_where(ctx, is_pos(ctx, xf), xf, neg), (kn_dtype)x->dtype));
+    kn_tensor *le0 = is_at_most(ctx, xf, 0.0);
+    kn_tensor *neg = binc(ctx, OP_MUL, expm1_(ctx, where_b(ctx, le0, xf, scalar_like(ctx, xf, 0.0))), alpha);
+    return LEAVE(ctx, p_cast(ctx, p_where(ctx, le0, neg, xf), (kn_dtype)x->dtype));
 }
 
 static kn_tensor *softmax_op(kn_ctx *ctx, const char *name, kn_tensor *x, int dim, int log)

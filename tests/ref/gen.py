@@ -1502,7 +1502,9 @@ def gen_tie_pointwise(c):
                     ("kinks_transposed", tr(ft([[-3.0, 0.0, 3.0], [-0.0, NAN, 1.0]])))]:
         c("relu_" + name, "relu", [x], F.relu)
         c("hardswish_" + name, "hardswish", [x], F.hardswish)
+        c("elu_" + name, "elu", [x], lambda v: F.elu(v, 0.5), flts=[0.5])
         c("leaky_relu_" + name, "leaky_relu", [x], lambda v: F.leaky_relu(v, 0.2), flts=[0.2])
+    c("elu_kinks_alpha1", "elu", [kinks], F.elu, flts=[1.0])
     c("relu_relu_like", "relu", [relu_like(3, 4)], F.relu)
     for op, fn in [("abs", torch.abs), ("sign", torch.sign)]:
         c(op + "_kinks", op, [finite], fn)
