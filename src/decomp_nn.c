@@ -146,7 +146,8 @@ static kn_tensor *softplus_core(kn_ctx *ctx, kn_tensor *z)
  * keeps full relative accuracy (1 / (1 + exp(-x)) would round to 0 first). */
 static kn_tensor *sigmoid_core(kn_ctx *ctx, kn_tensor *x)
 {
-    kn_tensor *e = prim1(ctx, OP_EXP, prim1(ctx, OP_NEG, prim1(ctx, OP_ABS, x)));
+    /* -|x| as where(x < 0, x, -x): abs's derived gradient at 0 is 0, which would give sigmoid'(0) = 0 */
+    kn_tensor *e = prim1(ctx, OP_EXP, p_where(ctx, is_neg(ctx, x), x, prim1(ctx, OP_NEG, x)));
     kn_tensor *d = binc(ctx, OP_ADD, e, 1.0);
     return p_where(ctx, is_neg(ctx, x), prim2(ctx, OP_DIV, e, d), prim1(ctx, OP_RECIP, d));
 }

@@ -1509,6 +1509,8 @@ def gen_tie_pointwise(c):
     for op, fn in [("abs", torch.abs), ("sign", torch.sign)]:
         c(op + "_kinks", op, [finite], fn)
         c(op + "_kinks_f64", op, [finite.to(F64)], fn)
+    c("sigmoid_kinks", "sigmoid", [kinks], torch.sigmoid)
+    c("sigmoid_kinks_f64", "sigmoid", [kinks.to(F64)], torch.sigmoid)
     c("silu_kinks", "silu", [kinks], F.silu)
     c("gelu_kinks", "gelu", [kinks], F.gelu, ints=[0])
     # beta x == threshold exactly: x = 0.5 for beta 2, threshold 1; x = 20 for the defaults
