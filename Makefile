@@ -165,7 +165,13 @@ cross:
 	@sh tests/deps.sh wasm arm
 	+@MAKE='$(MAKE)' sh tests/run.sh wasm $(W) arm $(A)
 
-.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds
+# Mutation testing (tests/mutate.py): small plausible bugs, one at a time, in a
+# copy of the tree; which test kills each, and the kill rate. It runs the
+# whole native suite once unmutated first, and again for any survivor.
+mutate:
+	nice -n 10 /usr/bin/python3 tests/mutate.py
+
+.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate
 
 # Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)

@@ -252,18 +252,19 @@ static kn_tensor *vjp_dot_b(kn_ctx *ctx, kn_tensor *x, kn_tensor *y, kn_tensor *
     return p_dot(ctx, swap_last(ctx, x), g);
 }
 
-/* max/min: the winner takes g, a tie splits it, as torch.maximum does */
+/* max/min as torch.maximum/minimum: the winner takes g, a tie splits it, and where either side is NaN
+ * both take g (the loser, strictly less for max, gets 0; an unordered pair has none) */
 static kn_tensor *vjp_extreme(kn_ctx *ctx, Op op, kn_tensor *x, kn_tensor *y, kn_tensor *g, int i)
 {
     kn_tensor *me = i == 0 ? x : y, *other = i == 0 ? y : x;
-    kn_tensor *wins = op == OP_MAX ? prim2(ctx, OP_CMPLT, other, me) : prim2(ctx, OP_CMPLT, me, other);
+    kn_tensor *loses = op == OP_MAX ? prim2(ctx, OP_CMPLT, me, other) : prim2(ctx, OP_CMPLT, other, me);
     kn_tensor *tie = prim2(ctx, OP_CMPEQ, me, other);
     kn_tensor *zero = zeros_like(ctx, g);
-    /* g once, not in both branches: in a chain of maxima (max_pool2d) each
-     * step's g is the next one's, and a fused kernel renders it at each use */
+    /* g once, not in both branches: in a chain of maxima each step's g is
+     * the next one's, and a fused kernel renders it at each use */
     kn_tensor *half = p_full(ctx, (kn_dtype)g->dtype, g->ndim, g->shape, 0.5);
     kn_tensor *share = p_where(ctx, tie, half, p_full(ctx, (kn_dtype)g->dtype, g->ndim, g->shape, 1.0));
-    return p_where(ctx, prim2(ctx, OP_MAX, wins, tie), prim2(ctx, OP_MUL, g, share), zero);
+    return p_where(ctx, loses, zero, prim2(ctx, OP_MUL, g, share));
 }
 
 /* pow, as torch: d/dx = y x^(y-1) (0 where y == 0); d/dy = out log x (0 where x == 0 and y >= 0) */

@@ -403,6 +403,25 @@ kn_tensor *kn_round(kn_ctx *ctx, kn_tensor *x)
     return LEAVE(ctx, p_where(ctx, small, fix, x));
 }
 
+/* clamp's backward, torch's clamp_backward: g where lo <= x <= hi, bounds
+ * included, else 0, NaN too (the one derived from the forward's max and
+ * min would give g/2 at a bound and g at NaN). args: the bits of lo and hi,
+ * each +-inf where absent. */
+static kn_tensor *clamp_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, const int64_t *args, int which)
+{
+    (void)which;
+    kn_tensor *x = saved[0];
+    double lo, hi;
+    memcpy(&lo, &args[0], sizeof lo);
+    memcpy(&hi, &args[1], sizeof hi);
+    kn_dtype dt = (kn_dtype)x->dtype;
+    kn_tensor *from_lo = prim2(ctx, OP_MAX, bin(ctx, OP_CMPLT, c_scalar(ctx, dt, lo), x, dt),
+                               binc(ctx, OP_CMPEQ, x, lo)); /* lo <= x */
+    kn_tensor *to_hi = prim2(ctx, OP_MAX, binc(ctx, OP_CMPLT, x, hi), binc(ctx, OP_CMPEQ, x, hi)); /* x <= hi */
+    return p_where(ctx, prim2(ctx, OP_MIN, from_lo, to_hi), g, p_full(ctx, dt, g->ndim, g->shape, 0.0));
+}
+
+/* clamp = min(max(x, lo), hi), as torch: hi wins where lo > hi, NaN stays NaN. */
 kn_tensor *kn_clamp(kn_ctx *ctx, kn_tensor *x, double lo, double hi)
 {
     ENTER(ctx, "kn_clamp");
@@ -413,9 +432,18 @@ kn_tensor *kn_clamp(kn_ctx *ctx, kn_tensor *x, double lo, double hi)
     if (!dt_is_float(dt) && !integral) dt = KN_F32;
     if (dt == KN_BOOL) dt = KN_I64;
     x = p_cast(ctx, x, dt);
-    if (!isinf(hi) || hi < 0) x = binc(ctx, OP_MIN, x, hi);
-    if (!isinf(lo) || lo > 0) x = binc(ctx, OP_MAX, x, lo);
-    return LEAVE(ctx, x);
+    int has_lo = !isinf(lo) || lo > 0, has_hi = !isinf(hi) || hi < 0;
+    int custom = (has_lo || has_hi) && autodiff_custom_wanted(ctx, x);
+    int was = custom ? kn_set_grad_enabled(ctx, 0) : 0;
+    kn_tensor *y = x;
+    if (has_lo) y = binc(ctx, OP_MAX, y, lo);
+    if (has_hi) y = binc(ctx, OP_MIN, y, hi);
+    if (!custom) return LEAVE(ctx, y);
+    kn_set_grad_enabled(ctx, was);
+    int64_t args[2];
+    memcpy(&args[0], &lo, sizeof lo);
+    memcpy(&args[1], &hi, sizeof hi);
+    return LEAVE(ctx, autodiff_custom(ctx, y, 1, &x, 1, &x, args, 2, clamp_vjp));
 }
 
 /* ---- comparisons and logic (bool results) ---- */

@@ -646,15 +646,62 @@ static double lowest(kn_dtype dt)
     }
 }
 
-/* max over the KH*KW windows of x padded with the lowest value, pairwise. */
+/* x (N, C, H, W) padded as pool pl pads it, with v. */
+static kn_tensor *pool_pad(kn_ctx *ctx, kn_tensor *x, const Pool *pl, double v)
+{
+    const Axis *ax = pl->ax;
+    return pad_hw(ctx, x, ax[0].pad, ax[0].pad + pl->extra[0], ax[1].pad, ax[1].pad + pl->extra[1], v);
+}
+
+/* Where window offset (kh, kw) reads the input rather than padding, for every output cell, broadcast to
+ * out's shape; NULL (no error) where no window reaches the padding.  // (N, C, OH, OW) bool */
+static kn_tensor *pool_reads_input(kn_ctx *ctx, const Pool *pl, kn_tensor *in, int64_t kh, int64_t kw,
+                                   const kn_tensor *out)
+{
+    return in ? p_expand(ctx, window(ctx, in, pl->ax, kh, kw), 4, out->shape) : NULL;
+}
+
+/* The max over the windows as PyTorch's kernel scans each: in order, keeping a value greater than the
+ * maximum so far, or NaN. A chain of selects m = where(take, w, m) over the KH*KW window views w, whose
+ * derived backward gives a window's whole gradient to the element it kept, as PyTorch does: its first
+ * maximum (its last NaN), and never the padding, which holds the dtype's lowest value and which a first
+ * element of the input replaces even when they are equal. // (N, C, OH, OW) */
+static kn_tensor *max_select(kn_ctx *ctx, kn_tensor *xp, const Pool *pl, int has_pad)
+{
+    const Axis *ax = pl->ax;
+    int64_t one[4] = {1, 1, ax[0].size, ax[1].size};
+    kn_tensor *in = has_pad ? pool_pad(ctx, p_full(ctx, KN_BOOL, 4, one, 1.0), pl, 0.0) : NULL; // (1, 1, Hp, Wp)
+    kn_tensor *m = window(ctx, xp, ax, 0, 0), *m_input = m ? pool_reads_input(ctx, pl, in, 0, 0, m) : NULL;
+    int nan = dt_is_float((kn_dtype)xp->dtype);
+    for (int64_t k = 1; k < ax[0].k * ax[1].k && m; k++) {
+        kn_tensor *w = window(ctx, xp, ax, k / ax[1].k, k % ax[1].k);
+        kn_tensor *take = prim2(ctx, OP_CMPLT, m, w);
+        if (nan) take = prim2(ctx, OP_MAX, take, binc(ctx, OP_CMPEQ, prim2(ctx, OP_CMPEQ, w, w), 0.0)); /* or NaN */
+        if (in) {
+            kn_tensor *w_input = pool_reads_input(ctx, pl, in, k / ax[1].k, k % ax[1].k, m);
+            kn_tensor *first = prim2(ctx, OP_MIN, w_input, binc(ctx, OP_CMPEQ, m_input, 0.0)); /* m is padding */
+            take = prim2(ctx, OP_MAX, take, first);
+            m_input = prim2(ctx, OP_MAX, m_input, w_input);
+        }
+        m = p_where(ctx, take, w, m);
+    }
+    return m;
+}
+
+/* max over the KH*KW windows of x padded with the lowest value: pairwise maxima, or where a gradient is
+ * wanted the selects of max_select (the same values), whose backward is PyTorch's. */
 static kn_tensor *max_pool2d_op(kn_ctx *ctx, kn_tensor *x, const kn_pool_opts *o)
 {
     Pool pl;
     if (!pool_args(ctx, x, o, 1, &pl)) return NULL;
     if (x->dtype == KN_BOOL) return kn_err(ctx, KN_EDTYPE, "operand 'x' is bool; max pooling needs numbers");
     const Axis *ax = pl.ax;
-    kn_tensor *xp = pad_hw(ctx, as_nchw(ctx, x, 2), ax[0].pad, ax[0].pad + pl.extra[0], ax[1].pad,
-                           ax[1].pad + pl.extra[1], lowest((kn_dtype)x->dtype)); // (N, C, Hp, Wp)
+    kn_tensor *xp = pool_pad(ctx, as_nchw(ctx, x, 2), &pl, lowest((kn_dtype)x->dtype)); // (N, C, Hp, Wp)
+    if (!xp) return NULL;
+    if (autodiff_wants(ctx, 1, &x)) {
+        int has_pad = ax[0].pad || ax[1].pad || pl.extra[0] || pl.extra[1];
+        return from_nchw(ctx, max_select(ctx, xp, &pl, has_pad), x->ndim, 2);
+    }
     kn_tensor *m = window(ctx, xp, ax, 0, 0); // (N, C, OH, OW)
     for (int64_t k = 1; k < ax[0].k * ax[1].k && m; k++)
         m = prim2(ctx, OP_MAX, m, window(ctx, xp, ax, k / ax[1].k, k % ax[1].k));

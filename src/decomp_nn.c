@@ -94,6 +94,12 @@ static kn_tensor *where_b(kn_ctx *ctx, kn_tensor *c, kn_tensor *a, kn_tensor *b)
 static kn_tensor *is_neg(kn_ctx *ctx, kn_tensor *x) { return bin(ctx, OP_CMPLT, x, scalar_like(ctx, x, 0), x ? (kn_dtype)x->dtype : KN_F32); }
 static kn_tensor *is_pos(kn_ctx *ctx, kn_tensor *x) { return bin(ctx, OP_CMPLT, scalar_like(ctx, x, 0), x, x ? (kn_dtype)x->dtype : KN_F32); }
 
+/* x <= v as bool: x < v or x == v, false for NaN (not(v < x) would be true) */
+static kn_tensor *is_at_most(kn_ctx *ctx, kn_tensor *x, double v)
+{
+    return prim2(ctx, OP_MAX, binc(ctx, OP_CMPLT, x, v), binc(ctx, OP_CMPEQ, x, v));
+}
+
 /* log(1 + u) for u >= -1, accurate where 1 + u rounds. Goldberg, "What
  * every computer scientist should know about floating-point arithmetic"
  * (1991), Theorem 4: with w = fl(1 + u), u * log(w) / (w - 1) is within
@@ -140,7 +146,8 @@ static kn_tensor *softplus_core(kn_ctx *ctx, kn_tensor *z)
  * keeps full relative accuracy (1 / (1 + exp(-x)) would round to 0 first). */
 static kn_tensor *sigmoid_core(kn_ctx *ctx, kn_tensor *x)
 {
-    kn_tensor *e = prim1(ctx, OP_EXP, prim1(ctx, OP_NEG, prim1(ctx, OP_ABS, x)));
+    /* -|x| as where(x < 0, x, -x): abs's derived gradient at 0 is 0, which would give sigmoid'(0) = 0 */
+    kn_tensor *e = prim1(ctx, OP_EXP, p_where(ctx, is_neg(ctx, x), x, prim1(ctx, OP_NEG, x)));
     kn_tensor *d = binc(ctx, OP_ADD, e, 1.0);
     return p_where(ctx, is_neg(ctx, x), prim2(ctx, OP_DIV, e, d), prim1(ctx, OP_RECIP, d));
 }
@@ -334,26 +341,36 @@ kn_tensor *kn_softplus(kn_ctx *ctx, kn_tensor *x, double beta, double threshold)
     return LEAVE(ctx, p_cast(ctx, p_where(ctx, lin, xf, soft), (kn_dtype)x->dtype));
 }
 
-/* hardswish = x * min(max(x + 3, 0), 6) / 6 */
+/* hardswish = x * min(max(x + 3, 0), 6) / 6, by pieces: 0 below -3, x (x + 3) / 6 up to 3, x above and
+ * at NaN. Their derived gradient is torch's (its decomposition's, and its scalar loop's): the middle
+ * piece's (2x + 3) / 6 at -3 and at 3 themselves, g at NaN. The middle piece sees 0 beyond 3 (and at
+ * NaN), so that its gradient there is 0, not 0 * NaN. */
 kn_tensor *kn_hardswish(kn_ctx *ctx, kn_tensor *x)
 {
     ENTER(ctx, "kn_hardswish");
     kn_tensor *xf = act_in(ctx, x);
     if (!xf) return LEAVE(ctx, NULL);
-    kn_tensor *r6 = binc(ctx, OP_MIN, binc(ctx, OP_MAX, binc(ctx, OP_ADD, xf, 3.0), 0.0), 6.0);
-    kn_tensor *y = binc(ctx, OP_DIV, prim2(ctx, OP_MUL, xf, r6), 6.0);
+    kn_tensor *upto3 = is_at_most(ctx, xf, 3.0);
+    kn_tensor *xm = where_b(ctx, upto3, xf, scalar_like(ctx, xf, 0.0));
+    kn_tensor *mid = binc(ctx, OP_DIV, prim2(ctx, OP_MUL, xm, binc(ctx, OP_ADD, xm, 3.0)), 6.0);
+    kn_tensor *y = p_where(ctx, upto3, mid, xf);
+    y = where_b(ctx, binc(ctx, OP_CMPLT, xf, -3.0), scalar_like(ctx, xf, 0.0), y);
     return LEAVE(ctx, p_cast(ctx, y, (kn_dtype)x->dtype));
 }
 
 /* elu = x > 0 ? x : alpha * expm1(x); alpha is used as given (0 is legal).
- * expm1 sees min(x, 0), so the branch not taken cannot overflow. */
+ * The negative piece takes x <= 0, so that the derived gradient at 0 is
+ * torch's alpha, and the positive piece NaN, whose gradient torch gives g.
+ * expm1 sees x there and 0 elsewhere, so the branch not taken cannot
+ * overflow. */
 kn_tensor *kn_elu(kn_ctx *ctx, kn_tensor *x, double alpha)
 {
     ENTER(ctx, "kn_elu");
     kn_tensor *xf = act_in(ctx, x);
     if (!xf) return LEAVE(ctx, NULL);
-    kn_tensor *neg = binc(ctx, OP_MUL, expm1_(ctx, binc(ctx, OP_MIN, xf, 0.0)), alpha);
-    return LEAVE(ctx, p_cast(ctx, p_where(ctx, is_pos(ctx, xf), xf, neg), (kn_dtype)x->dtype));
+    kn_tensor *le0 = is_at_most(ctx, xf, 0.0);
+    kn_tensor *neg = binc(ctx, OP_MUL, expm1_(ctx, where_b(ctx, le0, xf, scalar_like(ctx, xf, 0.0))), alpha);
+    return LEAVE(ctx, p_cast(ctx, p_where(ctx, le0, neg, xf), (kn_dtype)x->dtype));
 }
 
 static kn_tensor *softmax_op(kn_ctx *ctx, const char *name, kn_tensor *x, int dim, int log)

@@ -559,6 +559,147 @@ static void test_guards(void)
     kn_ctx_free(ctx);
 }
 
+/* ---- every guard of an input: each dim at every rank, dtype, layout, requires_grad, grad mode ---- */
+
+/* out[0] = x * x + amax(x) along x's last dim (x's shape), out[1] = the sum of y: any ranks and dtypes */
+static kn_status guard_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    int last = kn_ndim(in[0]) - 1;
+    out[0] = kn_add(ctx, kn_mul(ctx, in[0], in[0]), kn_amax(ctx, in[0], &last, 1, 1));
+    out[1] = kn_sum(ctx, in[1], NULL, 0, 0);
+    return out[0] && out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+enum { G_DIM, G_DTYPE, G_LAYOUT, G_REQGRAD, G_GRADMODE };
+
+/* One input of a guard call: its shape, f64 instead of f32, a strided view of the same shape (a
+ * transpose of its last two dims, or every other element of a vector), requiring grad. */
+typedef struct {
+    int ndim;
+    int64_t shape[4];
+    int f64, strided, reqgrad;
+} GIn;
+
+static kn_tensor *guard_input(kn_ctx *ctx, const GIn *g)
+{
+    int64_t st[4];
+    int n = g->ndim;
+    memcpy(st, g->shape, sizeof st);
+    if (g->strided && n >= 2) st[n - 2] = g->shape[n - 1], st[n - 1] = g->shape[n - 2];
+    if (g->strided && n == 1) st[0] = 2 * g->shape[0];
+    kn_tensor *t = kn_randn(ctx, g->f64 ? KN_F64 : KN_F32, n, st);
+    if (g->reqgrad) t = kn_requires_grad(ctx, t, 1);
+    if (g->strided) t = n >= 2 ? kn_transpose(ctx, t, n - 2, n - 1) : kn_slice(ctx, t, 0, 0, st[0], 2);
+    return t;
+}
+
+/* Leaf x's gradient from loss = sum(out0) (a copy), with x's .grad cleared after; the tape is kept for
+ * the next loss. */
+static kn_tensor *guard_grad(kn_ctx *ctx, kn_tensor *x, kn_tensor *out0)
+{
+    kn_tensor *g;
+    if (kn_backward(ctx, kn_sum(ctx, out0, NULL, 0, 0), 1) != KN_OK || !(g = kn_grad(ctx, x))) return NULL;
+    g = kn_mul(ctx, g, kn_scalar(ctx, 1.0));
+    kn_zero_grad(ctx, &x, 1);
+    return g;
+}
+
+/* One call of f on inputs gi[0..2), in grad mode gm, checked against eager: outputs, and x's gradient
+ * where x requires grad (x is then a leaf: a change of requires_grad keeps x contiguous). */
+static void guard_call(kn_ctx *ctx, kn_fn *f, const GIn *gi, int gm, const char *what)
+{
+    kn_scope_begin(ctx);
+    kn_set_grad_enabled(ctx, gm);
+    kn_tensor *in[2] = {guard_input(ctx, &gi[0]), guard_input(ctx, &gi[1])}, *out[2] = {0}, *want[2] = {0};
+    kn_status s = kn_call(f, in, 2, out, 2);
+    CHECK_MSG(s == KN_OK, "%s: %s", what, kn_last_error(ctx));
+    CHECK(guard_body(ctx, NULL, in, 2, want, 2) == KN_OK);
+    for (int k = 0; k < 2 && s == KN_OK; k++) {
+        double d = test_rel_diff(ctx, out[k], ctx, want[k]);
+        CHECK_MSG(d < 1e-6, "%s: out[%d] differs from eager by %g", what, k, d);
+    }
+    int wants = gm && gi[0].reqgrad;
+    CHECK_MSG(s != KN_OK || kn_is_requires_grad(out[0]) == wants, "%s: out[0] %s grad", what,
+              wants ? "does not require" : "requires");
+    if (s == KN_OK && wants) {
+        kn_tensor *gc = guard_grad(ctx, in[0], out[0]), *ge = guard_grad(ctx, in[0], want[0]);
+        CHECK_MSG(gc && ge && test_rel_diff(ctx, gc, ctx, ge) < 1e-6, "%s: x's gradient differs from eager's: %s", what,
+                  kn_last_error(ctx));
+    }
+    kn_clear_error(ctx);
+    kn_set_grad_enabled(ctx, 1);
+    kn_scope_end(ctx);
+}
+
+/* A new function, called on x (rank r) and y (another rank), then on inputs that differ in one guarded
+ * property, then a third time: a dim changed again (off: a third entry; auto: the generic entry of the
+ * second call), or the first inputs again (the first entry). Each change recompiles with its reason;
+ * under auto a dim goes generic; every call equals eager. */
+static void guard_case(kn_ctx *ctx, int bi, int dyn, int r, int kind, int k, int d)
+{
+    static const int64_t xs[4] = {3, 4, 5, 2}, ys[4] = {4, 2, 3, 5};
+    char what[320], want[160];
+    GIn g0[2] = {{r, {0}, 0, 0, 0}, {r % 4 + 1, {0}, 0, 0, 0}}, g1[2], g2[2];
+    memcpy(g0[0].shape, xs, sizeof xs);
+    memcpy(g0[1].shape, ys, sizeof ys);
+    memcpy(g1, g0, sizeof g1);
+    memcpy(g2, g0, sizeof g2);
+    int gm1 = kind != G_GRADMODE;
+    switch (kind) {
+    case G_DIM:
+        g1[k].shape[d] += 3, g2[k].shape[d] += 5;
+        snprintf(want, sizeof want, "in[%d] dim %d: expected %lld, got %lld", k, d, (long long)g0[k].shape[d],
+                 (long long)g1[k].shape[d]);
+        break;
+    case G_DTYPE: g1[0].f64 = 1, snprintf(want, sizeof want, "in[0] dtype: expected f32, got f64"); break;
+    case G_LAYOUT: g1[0].strided = 1, snprintf(want, sizeof want, "in[0]: expected a contiguous tensor"); break;
+    case G_REQGRAD: g1[0].reqgrad = 1, snprintf(want, sizeof want, "in[0] requires_grad: expected false"); break;
+    default: snprintf(want, sizeof want, "grad mode: expected enabled"); break;
+    }
+    snprintf(what, sizeof what, "%s %s, ranks %d and %d, %s", bname[bi], dname[dyn], g0[0].ndim, g0[1].ndim, want);
+    kn_compile_opts o = {.backend = backends[bi], .dynamic = (kn_dynamic)dyn, .name = "guarded"};
+    kn_fn *f = kn_compile(ctx, guard_body, NULL, &o);
+    kn_fn_info info;
+    logbuf[0] = 0;
+    guard_call(ctx, f, g0, 1, what);
+    guard_call(ctx, f, g1, gm1, what);
+    char line[400];
+    snprintf(line, sizeof line, "guarded: recompiling (entry 2): %s\n", want);
+    CHECK_MSG(strstr(logbuf, line) != NULL, "%s: no recompile with that reason; log: %s", what, logbuf);
+    if (kind == G_DIM && dyn == 0) {
+        snprintf(line, sizeof line, "in[%d] dim %d changed (%lld, then %lld): dynamic from now on", k, d,
+                 (long long)g0[k].shape[d], (long long)g1[k].shape[d]);
+        CHECK_MSG(strstr(logbuf, line) != NULL, "%s: log: %s", what, logbuf);
+        snprintf(line, sizeof line, "entry 2 is generic in s0 = in[%d] dim %d", k, d);
+        CHECK_MSG(strstr(logbuf, line) != NULL, "%s: not generic; log: %s", what, logbuf);
+    }
+    logbuf[0] = 0;
+    guard_call(ctx, f, kind == G_DIM ? g2 : g0, 1, what);
+    CHECK(kn_fn_stats(f, &info) == KN_OK);
+    int entries = kind == G_DIM && dyn == 2 ? 3 : 2;
+    CHECK_MSG(info.calls == 3 && info.entries == entries && info.eager_calls == 0,
+              "%s: %d calls, %d entries (want %d), %d eager; log of the third call: %s", what, info.calls,
+              info.entries, entries, info.eager_calls, logbuf);
+    kn_fn_free(f);
+}
+
+/* Every guard of every input at ranks 1 to 4 (y's rank r % 4 + 1), on backend bi under dynamic auto (0)
+ * or off (2); ranks only r on backend c, whose every program is a run of the system compiler. */
+static void test_guard_changes(int bi, int dyn, int rlo, int rhi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 13});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "recompiles");
+    for (int r = rlo; r <= rhi; r++) {
+        int ranks[2] = {r, r % 4 + 1};
+        for (int k = 0; k < 2; k++)
+            for (int d = 0; d < ranks[k]; d++) guard_case(ctx, bi, dyn, r, G_DIM, k, d);
+        for (int kind = G_DTYPE; kind <= G_GRADMODE; kind++) guard_case(ctx, bi, dyn, r, kind, 0, 0);
+    }
+    kn_ctx_free(ctx);
+}
+
 /* ---- allocation failure on the dynamic path: an error, never a crash or a leak ---- */
 
 typedef struct {
@@ -676,6 +817,11 @@ int main(void)
     test_specialise(outer_body, "outer", "not affine in the size");
     test_specialise(read_body, "read", "reads a value");
     test_guards();
+    for (int dyn = 0; dyn < 3; dyn += 2) {
+        test_guard_changes(0, dyn, 1, 4);
+        test_guard_changes(1, dyn, 1, 4);
+        test_guard_changes(2, dyn, 2, 2);
+    }
     test_alloc_failures(0, 0);
     test_alloc_failures(1, 0);
     test_alloc_failures(1, 2); /* the static region path too */

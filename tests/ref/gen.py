@@ -46,12 +46,20 @@ every floating input and the cotangents widened to f64, then rounded. A case
 gets no gradient part when no output is floating, no input is differentiable,
 or the f64 gradient is not finite everywhere (NaN inputs, log(0), 0/0: the
 value there is a convention, not a derivative). Kinks and ties are kept out
-of the gradient cases (relu/leaky_relu/hardswish/abs at their break points,
-clamp at its bounds, l1_loss at x == y, maximum/minimum/amax/amin/max_pool2d
-ties; abs_neg_zero and amin_inf sit on one for the forward and have no
-gradient part), because there PyTorch's value is a convention (clamp passes
-the gradient at a bound, max_pool2d gives a tie to its first element,
-maximum/amax split it evenly) that kiln need not share. The PyTorch
+of the gradient cases of every family but one (relu/leaky_relu/hardswish/abs
+at their break points, clamp at its bounds, l1_loss at x == y,
+maximum/minimum/amax/amin/max_pool2d ties; abs_neg_zero and amin_inf sit on
+one for the forward and have no gradient part). The ties family puts its
+inputs on them on purpose, NaN included, and pins PyTorch's conventions
+there, which kiln shares: maximum/minimum and amax/amin split a tie evenly
+(maximum and minimum give a NaN pair the whole gradient on both sides;
+amax/amin give a row with a NaN a NaN gradient), max_pool2d gives a window's
+gradient to its first maximum (to its last NaN; never to padding), clamp
+passes the gradient at both bounds and stops it at NaN, relu stops it at 0,
+leaky_relu and elu take their negative side at 0 and their positive side at
+NaN, hardswish takes its middle piece at -3 and 3, softplus its soft side at
+the threshold. kiln's sign keeps NaN (PyTorch gives 0, its issue #41245), so
+sign, abs and l1_loss are pinned at 0 but not at NaN. The PyTorch
 conventions the gradients do rely on: floor, ceil, round and sign have zero
 gradients; prod with a zero entry gives it the product of the others;
 softmax/log_softmax give a -inf input a zero gradient; exp's overflow gives
@@ -270,14 +278,15 @@ class Family:
         self.grad_skipped = []
         seed(seed_value)
 
-    def case(self, name, op, inputs, fn, ints=(), flts=(), grad=True):
+    def case(self, name, op, inputs, fn, ints=(), flts=(), grad=True, nan_grad=False):
         """Records one case: fn(*input values) gives PyTorch's output(s).
-        grad=False: no gradient part (a case that sits on a kink or a tie on purpose)."""
+        grad=False: no gradient part. nan_grad=True: a gradient part even with NaN inputs or a
+        gradient that is not finite (the ties family pins PyTorch's NaN conventions)."""
         assert name not in self.names, name
         self.names.add(name)
         inputs = [a if isinstance(a, (T, S, Absent)) else T(a) for a in inputs]
         outs = expected(name, inputs, fn, self)
-        cots, grads = gradients(name, op, inputs, fn, outs, self) if grad else ([], [])
+        cots, grads = gradients(name, op, inputs, fn, outs, self, nan_grad) if grad else ([], [])
         self.cases.append((name, op, list(ints), list(flts), inputs, outs, cots, grads))
 
     def encode(self):
@@ -359,14 +368,14 @@ def grad_of(inputs, fn, cots, diff, wide):
     return {i: (g if g is not None else torch.zeros_like(bases[i])).detach() for i, g in zip(diff, gs)}
 
 
-def gradients(name, op, inputs, fn, outs, fam):
+def gradients(name, op, inputs, fn, outs, fam, nan_grad=False):
     """The case's cotangents (one per output) and reference gradients (one per input),
     or ([], []) when the case has no gradient part."""
     diff = [i for i, a in enumerate(inputs) if isinstance(a, T) and a.base.dtype in GRAD_DTYPES
             and i not in NOGRAD_INPUTS.get(op, ())]
     if not diff or not any(o.is_floating_point() for o in outs):
         return [], []
-    if any(inputs[i].base.isnan().any() for i in diff):
+    if not nan_grad and any(inputs[i].base.isnan().any() for i in diff):
         fam.grad_skipped.append(name)
         return [], []
     g = torch.Generator()
@@ -376,7 +385,7 @@ def gradients(name, op, inputs, fn, outs, fam):
             if o.is_floating_point() and j not in skip_outs else None for j, o in enumerate(outs)]
     tol = grad_tol([o.dtype for o, c in zip(outs, cots) if c is not None])
     ref = grad_of(inputs, fn, cots, diff, True)
-    if not all(bool(r.isfinite().all()) for r in ref.values()):
+    if not nan_grad and not all(bool(r.isfinite().all()) for r in ref.values()):
         fam.grad_skipped.append(name)
         return [], []
     native = grad_of(inputs, fn, cots, diff, False)
@@ -681,14 +690,14 @@ DIMS_REDUCE = {
 }
 
 
-def reduce_case(fam, name, op, x, dims=(), keepdim=False, grad=True):
+def reduce_case(fam, name, op, x, dims=(), keepdim=False, grad=True, nan_grad=False):
     fn = DIMS_REDUCE[op]
     if keepdim and not dims:
         dims_all = tuple(range(x.value().dim() if isinstance(x, T) else x.dim()))
         f = lambda v: fn(v, dims_all, True)
     else:
         f = lambda v: fn(v, tuple(dims), keepdim)
-    fam.case(name, op, [x], f, ints=[int(keepdim)] + list(dims), grad=grad)
+    fam.case(name, op, [x], f, ints=[int(keepdim)] + list(dims), grad=grad, nan_grad=nan_grad)
 
 
 def gen_dims_reductions(fam):
@@ -1407,10 +1416,139 @@ def gen_layer():
     return fam
 
 
+# ---------------------------------------------------------------- ties, kinks and NaN
+
+def relu_like(*shape, dtype=F32):
+    """Normal values with the negatives set to 0, as a ReLU leaves them: many exact ties at 0."""
+    return F.relu(rn(*shape, dtype=F64)).to(dtype)
+
+
+def small_ints(*shape, dtype=F32):
+    """Whole numbers from -1 to 2 as floats: neighbours tie often."""
+    return ri(-1, 3, *shape).to(dtype)
+
+
+def gen_tie_binary(c):
+    a = ft([[1.0, 2.0, -1.5, 0.0], [3.0, -0.0, 0.5, 2.0], [-1.0, 4.0, 4.0, 0.0]])
+    b = ft([[1.0, 1.0, -1.5, -0.0], [3.0, 0.0, 0.25, 2.5], [-1.0, 4.0, 5.0, 0.0]])
+    nan_a = ft([NAN, 1.0, NAN, -2.0, 2.0, -INF, INF, 0.5])
+    nan_b = ft([0.0, NAN, NAN, -2.0, 2.0, -INF, INF, -0.5])
+    for op in ("maximum", "minimum"):
+        fn = BINARY[op]
+        c(op + "_ties", op, [a, b], fn)
+        c(op + "_ties_f64", op, [a.to(F64), b.to(F64)], fn)
+        c(op + "_ties_bcast", op, [small_ints(3, 4), small_ints(3, 1)], fn)
+        c(op + "_ties_transposed", op, [tr(small_ints(4, 3)), small_ints(3, 4)], fn)
+        c(op + "_relu_like", op, [relu_like(3, 4), relu_like(3, 4)], fn)
+        c(op + "_pyfloat_zero", op, [relu_like(3, 4), S(0.0)], fn)
+        c(op + "_nan_grad", op, [nan_a, nan_b], fn)
+    c("l1_loss_ties", "l1_loss", [a, b], lambda x, y: F.l1_loss(x, y, reduction="none"), ints=[NONE_RED])
+    c("l1_loss_ties_mean", "l1_loss", [small_ints(3, 4), small_ints(3, 4)], F.l1_loss, ints=[MEAN])
+
+
+def gen_tie_reductions(fam):
+    rows = ft([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [-1.0, 5.0, -1.0, 5.0], [0.0, -0.0, -1.0, 0.0]])
+    nan_rows = ft([[1.0, NAN, 3.0], [1.0, 2.0, 0.0], [NAN, NAN, 1.0], [2.0, 2.0, NAN]])
+    inf_rows = ft([[1.0, -INF, 3.0], [INF, INF, INF], [-INF, -INF, 0.0]])
+    for op in ("amax", "amin"):
+        reduce_case(fam, op + "_ties_rows", op, rows, [1])
+        reduce_case(fam, op + "_ties_cols_keepdim", op, rows, [0], True)
+        reduce_case(fam, op + "_ties_all", op, rows)
+        reduce_case(fam, op + "_ties_two_dims", op, small_ints(2, 3, 4), [0, 2])
+        reduce_case(fam, op + "_ties_transposed", op, tr(small_ints(5, 3)), [1])
+        reduce_case(fam, op + "_ties_f64", op, small_ints(4, 5, dtype=F64), [1])
+        reduce_case(fam, op + "_relu_like", op, relu_like(5, 4), [1])
+        reduce_case(fam, op + "_nan_rows", op, nan_rows, [1], nan_grad=True)
+        reduce_case(fam, op + "_inf_rows", op, inf_rows, [1])
+    reduce_case(fam, "logsumexp_ties", "logsumexp", ft([[1.0, 1.0, 0.0], [2.0, 2.0, 2.0], [-INF, 0.0, 0.0]]), [1])
+    for op, fn in [("softmax", F.softmax), ("log_softmax", F.log_softmax)]:
+        fam.case(op + "_ties", op, [ft([[1.0, 1.0, 0.0], [2.0, 2.0, 2.0], [0.0, 0.0, 0.0]])],
+                 lambda v, fn=fn: fn(v, 1), ints=[1])
+
+
+def gen_tie_pool(c):
+    def pool(name, x, k, s=(0, 0), p=(0, 0), d=(1, 1), ceil=False):
+        stride = s if s != (0, 0) else None
+        c("max_pool2d_" + name, "max_pool2d", [x],
+          (lambda k, st, p, d, cm: lambda v: F.max_pool2d(v, k, st, p, d, cm))(k, stride, p, d, ceil),
+          ints=pool_ints(k, s, p, d, ceil))
+
+    pool("tie_first", ft([[[[1.0, 1.0], [1.0, 0.0]]]]), (2, 2))
+    pool("relu_like", relu_like(2, 3, 6, 6), (2, 2))
+    pool("relu_like_k3_s2_p1", relu_like(1, 2, 7, 7), (3, 3), (2, 2), (1, 1))
+    pool("ties_overlapping", small_ints(1, 2, 5, 6), (3, 3), (1, 1), (1, 1))
+    pool("ties_dilation", small_ints(1, 1, 7, 7), (2, 2), (1, 1), (0, 0), (2, 2))
+    pool("ties_ceil", small_ints(1, 1, 6, 6), (3, 3), (2, 2), (1, 1), ceil=True)
+    pool("ties_asym", small_ints(2, 1, 5, 7), (2, 3), (1, 2), (1, 1))
+    pool("ties_f64", small_ints(1, 2, 5, 5, dtype=F64), (3, 3), (2, 2), (1, 1))
+    pool("ties_nhwc", T(small_ints(1, 6, 6, 3), ("p", [0, 3, 1, 2])), (2, 2))
+    pool("ties_unbatched", small_ints(2, 4, 4), (2, 2), (1, 1))
+    pool("constant_padded", torch.full((1, 1, 4, 4), -2.0), (3, 3), (2, 2), (1, 1))
+    pool("neg_inf_padded", torch.full((1, 1, 2, 3), -INF), (3, 3), (1, 1), (1, 1))
+    pool("nan", ft([[[[1.0, NAN], [NAN, 0.0]]]]), (2, 2))
+    x = small_ints(1, 1, 5, 5)
+    x[0, 0, 1, 2] = x[0, 0, 3, 0] = x[0, 0, 3, 1] = NAN
+    pool("nan_overlapping", x, (3, 3), (1, 1), (1, 1))
+
+
+def gen_tie_pointwise(c):
+    # At most 7 elements a tensor: PyTorch's vectorised hardswish and elu backward loops (8 doubles,
+    # 16 floats at a time) take x == 3 and NaN the other way from their scalar loops, which agree
+    # with torch._decomp's formulas (hardswish: where(x < -3, 0, where(x <= 3, g (x/3 + 1/2), g)),
+    # elu: where(x <= 0, g alpha exp(x), g)); kiln follows those, so these cases stay on them.
+    kinks = ft([-4.0, -3.0, -0.0, 0.0, 0.5, 3.0, NAN])
+    finite = ft([-3.0, -1.0, -0.0, 0.0, 1.0, 3.0])
+    for name, x in [("kinks", kinks), ("kinks_f64", kinks.to(F64)),
+                    ("kinks_transposed", tr(ft([[-3.0, 0.0, 3.0], [-0.0, NAN, 1.0]])))]:
+        c("relu_" + name, "relu", [x], F.relu)
+        c("hardswish_" + name, "hardswish", [x], F.hardswish)
+        c("elu_" + name, "elu", [x], lambda v: F.elu(v, 0.5), flts=[0.5])
+        c("leaky_relu_" + name, "leaky_relu", [x], lambda v: F.leaky_relu(v, 0.2), flts=[0.2])
+    c("elu_kinks_alpha1", "elu", [kinks], F.elu, flts=[1.0])
+    c("relu_relu_like", "relu", [relu_like(3, 4)], F.relu)
+    for op, fn in [("abs", torch.abs), ("sign", torch.sign)]:
+        c(op + "_kinks", op, [finite], fn)
+        c(op + "_kinks_f64", op, [finite.to(F64)], fn)
+    c("sigmoid_kinks", "sigmoid", [kinks], torch.sigmoid)
+    c("sigmoid_kinks_f64", "sigmoid", [kinks.to(F64)], torch.sigmoid)
+    c("silu_kinks", "silu", [kinks], F.silu)
+    c("gelu_kinks", "gelu", [kinks], F.gelu, ints=[0])
+    # beta x == threshold exactly: x = 0.5 for beta 2, threshold 1; x = 20 for the defaults
+    c("softplus_at_threshold", "softplus", [ft([0.5, 0.25, 0.0, -0.5, 1.0, NAN])],
+      lambda v: F.softplus(v, 2.0, 1.0), flts=[2.0, 1.0])
+    c("softplus_at_default_threshold", "softplus", [ft([20.0, 19.5, 0.0, 21.0])], F.softplus, flts=[0.0, 0.0])
+
+    def clamp(lo, hi):
+        return lambda x: torch.clamp(x, None if lo == -INF else lo, None if hi == INF else hi)
+
+    bounds = ft([-1.0, -0.0, 0.0, 0.25, 1.0, 1.5, NAN])
+    for name, x, lo, hi in [
+        ("at_bounds", bounds, 0.0, 1.0), ("at_bounds_f64", bounds.to(F64), 0.0, 1.0),
+        ("at_bounds_transposed", tr(ft([[-1.0, 0.0, 1.0], [0.5, 1.0, 0.0]])), 0.0, 1.0),
+        ("lo_at_bound", bounds, 0.0, INF), ("hi_at_bound", bounds, -INF, 1.0),
+        ("equal_bounds", bounds, 1.0, 1.0), ("crossed_bounds", bounds, 1.0, 0.0),
+        ("at_bounds_i32", ft([-2, -1, 0, 1, 2, 3], I32), -1, 2),
+    ]:
+        c("clamp_" + name, "clamp", [x], clamp(lo, hi), flts=[lo, hi])
+
+
+def gen_ties():
+    fam = Family("ties", 12)
+
+    def c(name, op, inputs, fn, ints=(), flts=()):
+        fam.case(name, op, inputs, fn, ints=ints, flts=flts, nan_grad=True)
+
+    gen_tie_binary(c)
+    gen_tie_reductions(fam)
+    gen_tie_pool(c)
+    gen_tie_pointwise(c)
+    return fam
+
+
 # ---------------------------------------------------------------- main
 
 FAMILIES = [gen_pointwise, gen_compare_family, gen_reduce, gen_shape, gen_linalg, gen_conv,
-            gen_pool, gen_norm, gen_activation, gen_loss, gen_layer]
+            gen_pool, gen_norm, gen_activation, gen_loss, gen_layer, gen_ties]
 
 
 def main():
