@@ -616,8 +616,8 @@ static void guard_call(kn_ctx *ctx, kn_fn *f, const GIn *gi, int gm, const char 
     CHECK_MSG(s == KN_OK, "%s: %s", what, kn_last_error(ctx));
     CHECK(guard_body(ctx, NULL, in, 2, want, 2) == KN_OK);
     for (int k = 0; k < 2 && s == KN_OK; k++) {
-        double d = test_rel_diff(ctx, out[k], ctx, want[k]);
-        CHECK_MSG(d < 1e-6, "%s: out[%d] differs from eager by %g", what, k, d);
+        double d = test_rel_diff(ctx, out[k], ctx, want[k]); /* out[1] sums y in the target's order */
+        CHECK_MSG(d < (k ? 1e-5 : 1e-6), "%s: out[%d] differs from eager by %g", what, k, d);
     }
     int wants = gm && gi[0].reqgrad;
     CHECK_MSG(s != KN_OK || kn_is_requires_grad(out[0]) == wants, "%s: out[0] %s grad", what,
