@@ -1,7 +1,8 @@
 /*
  * test_capture.c — kn_compile: compiled results equal eager ones, guards
- * and recompiles, the recompile limit, graph breaks and fullgraph, and
- * training through a compiled region and as one compiled step.
+ * and recompiles, the recompile limit, graph breaks and fullgraph (a read of
+ * an input is guarded too), and training through a compiled region and as
+ * one compiled step.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -138,6 +139,43 @@ static void test_breaks(int bi)
     kn_tensor *x = kn_tensor_from(ctx, KN_F32, 1, xs, up), *out[1] = {NULL};
     CHECK(kn_call(f, &x, 1, out, 1) != KN_OK);
     CHECK_ERR(ctx, "kn_item reads the value of a traced tensor (a graph break) and fullgraph is set");
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* A read of an input before any op (no graph yet): the value is guarded all the same, so a call
+ * with other data traces again instead of replaying the first call's. */
+static kn_status reread_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    float v[3];
+    (void)user;
+    (void)nin;
+    (void)nout;
+    if (kn_read(ctx, in[0], v, sizeof v) != KN_OK) return kn_last_status(ctx);
+    out[0] = kn_mul(ctx, in[1], kn_tensor_from(ctx, KN_F32, 1, (int64_t[]){3}, v));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_read_input(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    kn_compile_opts o = {.backend = backends[bi], .name = "reread"};
+    kn_fn *f = kn_compile(ctx, reread_body, NULL, &o);
+    float data[2][3] = {{1, 2, 3}, {-4, 5, 0.5f}};
+    for (int c = 0; c < 2; c++) {
+        kn_scope_begin(ctx);
+        kn_tensor *in[2] = {kn_tensor_from(ctx, KN_F32, 1, (int64_t[]){3}, data[c]),
+                            kn_full(ctx, KN_F32, 1, (int64_t[]){3}, c + 2)};
+        kn_tensor *out[1] = {NULL}, *want[1] = {NULL};
+        CHECK_MSG(kn_call(f, in, 2, out, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK(reread_body(ctx, NULL, in, 2, want, 1) == KN_OK);
+        CHECK_MSG(max_diff(ctx, out[0], want[0]) == 0, "%s: call %d differs from eager by %g", bname[bi], c,
+                  max_diff(ctx, out[0], want[0]));
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == 2, "%s: %d entries", bname[bi], info.entries);
     kn_fn_free(f);
     kn_ctx_free(ctx);
 }
@@ -487,6 +525,7 @@ int main(void)
     for (int bi = 0; bi < 3; bi++) {
         test_inference(bi);
         test_breaks(bi);
+        test_read_input(bi);
         test_region(bi, "mlp", mlp);
         test_region(bi, "gpt", gpt);
         test_step(bi, "gpt", gpt, 0);
