@@ -1,8 +1,8 @@
 /*
  * test_capture.c — kn_compile: compiled results equal eager ones, guards
  * and recompiles, the recompile limit, graph breaks and fullgraph (a read of
- * an input is guarded too), and training through a compiled region and as
- * one compiled step.
+ * an input is guarded too), an f16/bf16 matmul that equals eager's to the
+ * bit, and training through a compiled region and as one compiled step.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -177,6 +177,38 @@ static void test_read_input(int bi)
     kn_fn_stats(f, &info);
     CHECK_MSG(info.entries == 2, "%s: %d entries", bname[bi], info.entries);
     kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* An f16 or bf16 matmul sums exact products in f32, as the interpreter does (in double): on data
+ * whose products and sums are exact in f32, compiled and eager agree to the bit. */
+static kn_status half_dot_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user;
+    (void)nin;
+    (void)nout;
+    out[0] = kn_matmul(ctx, in[0], in[1]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_half_dot(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    double a[3 * 17], b[17 * 2];
+    for (int i = 0; i < 3 * 17; i++) a[i] = ((i * 37) % 257 - 128) / 32.0;
+    for (int i = 0; i < 17 * 2; i++) b[i] = ((i * 91 + 5) % 257 - 128) / 32.0;
+    for (int dt = KN_F16; dt <= KN_BF16; dt++) {
+        kn_compile_opts o = {.backend = backends[bi], .name = "half_dot"};
+        kn_fn *f = kn_compile(ctx, half_dot_body, NULL, &o);
+        kn_tensor *in[2] = {kn_to(ctx, kn_tensor_from(ctx, KN_F64, 2, (int64_t[]){3, 17}, a), (kn_dtype)dt),
+                            kn_to(ctx, kn_tensor_from(ctx, KN_F64, 2, (int64_t[]){17, 2}, b), (kn_dtype)dt)};
+        kn_tensor *out[1] = {NULL}, *want[1] = {NULL};
+        CHECK_MSG(kn_call(f, in, 2, out, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK(half_dot_body(ctx, NULL, in, 2, want, 1) == KN_OK);
+        CHECK_MSG(max_diff(ctx, out[0], want[0]) == 0, "%s %s: differs from eager by %g", bname[bi],
+                  kn_dtype_name((kn_dtype)dt), max_diff(ctx, out[0], want[0]));
+        kn_fn_free(f);
+    }
     kn_ctx_free(ctx);
 }
 
@@ -526,6 +558,7 @@ int main(void)
         test_inference(bi);
         test_breaks(bi);
         test_read_input(bi);
+        test_half_dot(bi);
         test_region(bi, "mlp", mlp);
         test_region(bi, "gpt", gpt);
         test_step(bi, "gpt", gpt, 0);
