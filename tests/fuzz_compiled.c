@@ -136,32 +136,33 @@ static double fz_value(uint64_t i, uint32_t seed, int kind, int64_t lo, int64_t 
 
 /* ---- programs ---- */
 
-/* The op kinds. Each row: name; how many tensor operands. */
+/* The op kinds: most name a public op, kn_ and op_name (apply says which); RANDLIKE, ARANGE_ADD,
+ * ITEM_SCALE and REREAD are small compositions of them, INPUT and SCALAR a program's leaves. */
 #define FZ_OPS(X) \
-    X(INPUT, 0) X(SCALAR, 0) \
-    X(NEG, 1) X(ABS, 1) X(SIGN, 1) X(EXP, 1) X(LOG, 1) X(SQRT, 1) X(RSQRT, 1) X(RECIPROCAL, 1) \
-    X(SQUARE, 1) X(SIN, 1) X(COS, 1) X(TANH, 1) X(ERF, 1) X(FLOOR, 1) X(CEIL, 1) X(ROUND, 1) \
-    X(RELU, 1) X(SIGMOID, 1) X(SILU, 1) X(HARDSWISH, 1) X(LOGICAL_NOT, 1) X(CONTIGUOUS, 1) X(DETACH, 1) \
-    X(GELU, 1) X(SOFTPLUS, 1) X(ELU, 1) X(LEAKY_RELU, 1) X(CLAMP, 1) X(TO, 1) \
-    X(ADD, 2) X(SUB, 2) X(MUL, 2) X(DIV, 2) X(POW, 2) X(FMOD, 2) X(MINIMUM, 2) X(MAXIMUM, 2) \
-    X(EQ, 2) X(NE, 2) X(LT, 2) X(LE, 2) X(GT, 2) X(GE, 2) X(LOGICAL_AND, 2) X(LOGICAL_OR, 2) \
-    X(LOGICAL_XOR, 2) X(WHERE, 3) X(MASKED_FILL, 2) \
-    X(SUM, 1) X(MEAN, 1) X(AMAX, 1) X(AMIN, 1) X(LOGSUMEXP, 1) X(VAR, 1) X(STD, 1) \
-    X(PROD, 1) X(ARGMAX, 1) X(ARGMIN, 1) X(CUMSUM, 1) X(SOFTMAX, 1) X(LOG_SOFTMAX, 1) \
-    X(RESHAPE, 1) X(VIEW, 1) X(FLATTEN, 1) X(SQUEEZE, 1) X(UNSQUEEZE, 1) X(TRANSPOSE, 1) X(PERMUTE, 1) \
-    X(EXPAND, 1) X(SLICE, 1) X(NARROW, 1) X(PAD, 1) X(CAT, 2) X(STACK, 2) X(SPLIT, 1) X(CHUNK, 1) \
-    X(TRIU, 1) X(TRIL, 1) \
-    X(INDEX_SELECT, 2) X(GATHER, 2) X(SCATTER_ADD, 3) X(EMBEDDING, 2) X(ONE_HOT, 1) \
-    X(MATMUL, 2) X(BMM, 2) X(LINEAR, 3) \
-    X(CONV1D, 3) X(CONV2D, 3) X(CONV_T2D, 3) X(MAX_POOL2D, 1) X(AVG_POOL2D, 1) X(ADAPTIVE_POOL2D, 1) \
-    X(LAYER_NORM, 3) X(RMS_NORM, 2) X(GROUP_NORM, 3) X(BATCH_NORM, 5) \
-    X(MSE, 2) X(L1, 2) X(BCE, 2) X(BCE_LOGITS, 2) X(CROSS_ENTROPY, 2) X(NLL, 2) \
-    X(DROPOUT, 1) X(SDPA, 3) X(RANDLIKE, 1) X(ARANGE_ADD, 1) \
-    X(ITEM_SCALE, 2) X(REREAD, 1)
+    X(INPUT) X(SCALAR) \
+    X(NEG) X(ABS) X(SIGN) X(EXP) X(LOG) X(SQRT) X(RSQRT) X(RECIPROCAL) \
+    X(SQUARE) X(SIN) X(COS) X(TANH) X(ERF) X(FLOOR) X(CEIL) X(ROUND) \
+    X(RELU) X(SIGMOID) X(SILU) X(HARDSWISH) X(LOGICAL_NOT) X(CONTIGUOUS) X(DETACH) \
+    X(GELU) X(SOFTPLUS) X(ELU) X(LEAKY_RELU) X(CLAMP) X(TO) \
+    X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(FMOD) X(MINIMUM) X(MAXIMUM) \
+    X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE) X(LOGICAL_AND) X(LOGICAL_OR) \
+    X(LOGICAL_XOR) X(WHERE) X(MASKED_FILL) \
+    X(SUM) X(MEAN) X(AMAX) X(AMIN) X(LOGSUMEXP) X(VAR) X(STD) \
+    X(PROD) X(ARGMAX) X(ARGMIN) X(CUMSUM) X(SOFTMAX) X(LOG_SOFTMAX) \
+    X(RESHAPE) X(VIEW) X(FLATTEN) X(SQUEEZE) X(UNSQUEEZE) X(TRANSPOSE) X(PERMUTE) \
+    X(EXPAND) X(SLICE) X(NARROW) X(PAD) X(CAT) X(STACK) X(SPLIT) X(CHUNK) \
+    X(TRIU) X(TRIL) \
+    X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(EMBEDDING) X(ONE_HOT) \
+    X(MATMUL) X(BMM) X(LINEAR) \
+    X(CONV1D) X(CONV2D) X(CONV_T2D) X(MAX_POOL2D) X(AVG_POOL2D) X(ADAPTIVE_POOL2D) \
+    X(LAYER_NORM) X(RMS_NORM) X(GROUP_NORM) X(BATCH_NORM) \
+    X(MSE) X(L1) X(BCE) X(BCE_LOGITS) X(CROSS_ENTROPY) X(NLL) \
+    X(DROPOUT) X(SDPA) X(RANDLIKE) X(ARANGE_ADD) \
+    X(ITEM_SCALE) X(REREAD)
 
-#define X_ENUM(name, n) K_##name,
+#define X_ENUM(name) K_##name,
 enum { FZ_OPS(X_ENUM) NKINDS };
-#define X_NAME(name, n) #name,
+#define X_NAME(name) #name,
 static const char *const kind_name[NKINDS] = {FZ_OPS(X_NAME)};
 
 /* a * kn_shape(value v)[d] + b, or b where v < 0: a size the body reads at run time */
@@ -1850,12 +1851,13 @@ static int64_t pick_s0(Gen *g)
 
 static int backend_mask = 7; /* 1 c, 2 tcc, 4 interp */
 
+/* A configuration on backend, unless --backends leaves it out (drawn all the same: the same
+ * program's other configurations stay as they were). max-autotune times candidates: not on c. */
 static void add_config(Prog *p, Rng *r, int backend)
 {
-    if (p->ncfg == MAXCFG || !(backend_mask >> backend & 1)) return;
     Config c = {(uint8_t)backend, (uint8_t)rnd(r, 3), (uint8_t)rnd(r, 3)};
     if (c.mode == KN_MODE_MAX_AUTOTUNE && (backend == KN_BACKEND_C || chance(r, 50))) c.mode = KN_MODE_DEFAULT;
-    p->cfg[p->ncfg++] = c;
+    if (p->ncfg < MAXCFG && backend_mask >> backend & 1) p->cfg[p->ncfg++] = c;
 }
 
 /* the outputs: the last value and now and then a few more; the differentiated one first among those
