@@ -2,7 +2,8 @@
  * test_capture.c — kn_compile: compiled results equal eager ones, guards
  * and recompiles, the recompile limit, graph breaks and fullgraph (a read of
  * an input is guarded too), an f16/bf16 matmul that equals eager's to the
- * bit, and training through a compiled region and as one compiled step.
+ * bit, a failed call that leaves out[] alone, and training through a
+ * compiled region and as one compiled step.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -209,6 +210,38 @@ static void test_half_dot(int bi)
                   kn_dtype_name((kn_dtype)dt), max_diff(ctx, out[0], want[0]));
         kn_fn_free(f);
     }
+    kn_ctx_free(ctx);
+}
+
+/* A call that fails in its graph (an index out of range) hands out no outputs and leaves what the
+ * caller had in out[] alone: out[] is output only, and may hold anything. */
+static kn_status gather_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user;
+    (void)nin;
+    (void)nout;
+    out[0] = kn_gather(ctx, in[0], 0, in[1]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_failed_call(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    kn_compile_opts o = {.backend = backends[bi], .name = "gather"};
+    kn_fn *f = kn_compile(ctx, gather_body, NULL, &o);
+    int64_t good[2] = {0, 3}, bad[2] = {0, 4};
+    kn_tensor *x = kn_ones(ctx, KN_F32, 1, (int64_t[]){4}), *keep = kn_keep(ctx, kn_zeros(ctx, KN_F32, 1, (int64_t[]){2}));
+    for (int c = 0; c < 2; c++) {
+        kn_tensor *in[2] = {x, kn_tensor_from(ctx, KN_I64, 1, (int64_t[]){2}, c ? bad : good)}, *out[1] = {keep};
+        size_t live = kn_live_tensors(ctx);
+        kn_status s = kn_call(f, in, 2, out, 1);
+        CHECK_MSG(c ? s == KN_EINDEX : s == KN_OK, "%s call %d: %s", bname[bi], c, kn_last_error(ctx));
+        if (c)
+            CHECK_MSG(kn_live_tensors(ctx) == live && out[0] == NULL, "%s: %zu tensors live, %zu before, out[0] %p",
+                      bname[bi], kn_live_tensors(ctx), live, (void *)out[0]);
+        kn_clear_error(ctx);
+    }
+    kn_fn_free(f);
     kn_ctx_free(ctx);
 }
 
@@ -559,6 +592,7 @@ int main(void)
         test_breaks(bi);
         test_read_input(bi);
         test_half_dot(bi);
+        test_failed_call(bi);
         test_region(bi, "mlp", mlp);
         test_region(bi, "gpt", gpt);
         test_step(bi, "gpt", gpt, 0);
