@@ -2389,6 +2389,26 @@ static void put_line(int fd, char tag, int ci, int v, const char *msg)
     membuf[memlen] = 0;
 }
 
+/* Some output is made from a parameter by view ops alone (a copy such as kn_contiguous's among
+ * them): compiled on backend interp it can be a view of the parameter's storage, which the step's
+ * write then changes (eager's copy keeps the old values). */
+static int views_param(const Prog *p)
+{
+    for (int k = 0; k < p->nout; k++)
+        for (int v = p->out[k];;) {
+            const Op *o = &p->op[v];
+            if (o->k == K_INPUT) {
+                if (p->in[o->ip[0]].param) return 1;
+                break;
+            }
+            if (!((o->k >= K_RESHAPE && o->k <= K_CHUNK && o->k != K_PAD && o->k != K_CAT && o->k != K_STACK) ||
+                  o->k == K_CONTIGUOUS || o->k == K_DETACH || o->k == K_TO || o->k == K_DROPOUT))
+                break;
+            v = o->src[0];
+        }
+    return 0;
+}
+
 /* eager, the f64 eager run, then the configurations in mask, each line written to fd */
 static void child_run(const Prog *p, int mask, int fd)
 {
@@ -2403,7 +2423,7 @@ static void child_run(const Prog *p, int mask, int fd)
     if (!with[CL_EMPTY] && e->zero_dim) snprintf(skip, sizeof skip, "a size-0 dim (class empty)");
     if (!with[CL_LONGSUM] && e->maxred > LONG_LIMIT)
         snprintf(skip, sizeof skip, "a reduction of %lld elements (class longsum)", (long long)e->maxred);
-    if (!with[CL_VIEWWRITE] && e->alias_step)
+    if (!with[CL_VIEWWRITE] && (e->alias_step || (p->optim && views_param(p))))
         snprintf(skip, sizeof skip, "an output is a view of a parameter the body's optimizer step writes (class viewwrite)");
     if (!with[CL_PASSGRAD] && e->alias_leaf && p->grad == G_OUTSIDE)
         snprintf(skip, sizeof skip, "an output is a leaf that requires grad itself (class passgrad)");
