@@ -87,7 +87,14 @@ test: deps
 	+@$(MAKE) --no-print-directory all build-tests
 	+@MAKE='$(MAKE)' sh tests/run.sh native $(B) wasm $(W) arm $(A)
 
-build-tests: $(TESTS)
+build-tests: $(TESTS) $(B)/tests/fuzz_compiled
+
+# The differential fuzzer (tests/fuzz_compiled.c) on random seeds for SECONDS (default 60), then a
+# summary; FUZZ_FLAGS adds options (--with rand,cumsum  --backends tcc  --ops sum,cumsum ...).
+# make test runs its fixed seeds, in tests/run.sh.
+SECONDS ?= 60
+fuzz: $(B)/tests/fuzz_compiled
+	$(B)/tests/fuzz_compiled --seconds $(SECONDS) $(FUZZ_FLAGS)
 
 clean:
 	rm -rf $(B)
@@ -171,7 +178,7 @@ cross:
 mutate:
 	nice -n 10 /usr/bin/python3 tests/mutate.py
 
-.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate
+.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate fuzz
 
 # Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)

@@ -684,8 +684,12 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
     Binding b = {in, vals, staged, NULL, NULL};
     int s = KN_OK;
     if (e->nw > 512) return kn_errs(ctx, KN_EUNSUPPORTED, "%s: more than 512 writes", f->name);
+    for (int k = 0; k < e->nout; k++) out[k] = NULL; /* out[] is output only: a failure frees what is set */
     for (int j = first; j <= e->nsegs && !s; j++) {
-        for (int i = 0; i < e->nvg && !s && j > first; i++) { /* values the body read before segment j */
+        /* values the body read before segment j: a trace that runs the rest from segment `first`
+         * has just read those before it; a call (first 0) checks those before segment 0 too, a
+         * read of an input or a parameter before any op */
+        for (int i = 0; i < e->nvg && !s && (j > first || first == 0); i++) {
             ValueGuard *g = &e->vg[i];
             if (g->at != j) continue;
             size_t n;

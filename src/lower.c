@@ -394,8 +394,11 @@ static int lower_dot(Lower *l, uint32_t d, uint32_t v)
     ai[nd - 1] = k;
     bi[nd - 2] = k;
     IrRef x = value(l, n->src[0], ai), y = value(l, n->src[1], bi); /* in this order: buffer numbers */
-    IrRef prod = ir_op(l->k, OP_MUL, (kn_dtype)n->dtype, x, y, 0);
-    if (adt != n->dtype) prod = ir_op(l->k, OP_CAST, adt, prod, 0, 0);
+    if (adt != n->dtype) { /* f16 and bf16: each product in f32, exact, as the interpreter's (in double) */
+        x = ir_op(l->k, OP_CAST, adt, x, 0, 0);
+        y = ir_op(l->k, OP_CAST, adt, y, 0, 0);
+    }
+    IrRef prod = ir_op(l->k, OP_MUL, adt, x, y, 0);
     IrBlock body = {kl, 0};
     if (!ir_update(l->k, &body, acc, prod)) return -1;
     if (v == d) return ir_store(l->k, outer, 0, linear(l, nd, n->shape, idx), acc_out(l, n, acc, adt)) ? 0 : -1;

@@ -1,8 +1,10 @@
 /*
  * test_capture.c — kn_compile: compiled results equal eager ones, guards
- * and recompiles, the recompile limit, graph breaks and fullgraph,
- * training through a compiled region and as one compiled step, and random
- * numbers drawn as eager draws them.
+ * and recompiles, the recompile limit, graph breaks and fullgraph (a read of
+ * an input is guarded too), an f16/bf16 matmul that equals eager's to the
+ * bit, a failed call that leaves out[] alone, training through a compiled
+ * region and as one compiled step (with values read before the backward),
+ * and random numbers drawn as eager draws them.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -139,6 +141,107 @@ static void test_breaks(int bi)
     kn_tensor *x = kn_tensor_from(ctx, KN_F32, 1, xs, up), *out[1] = {NULL};
     CHECK(kn_call(f, &x, 1, out, 1) != KN_OK);
     CHECK_ERR(ctx, "kn_item reads the value of a traced tensor (a graph break) and fullgraph is set");
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* A read of an input before any op (no graph yet): the value is guarded all the same, so a call
+ * with other data traces again instead of replaying the first call's. */
+static kn_status reread_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    float v[3];
+    (void)user;
+    (void)nin;
+    (void)nout;
+    if (kn_read(ctx, in[0], v, sizeof v) != KN_OK) return kn_last_status(ctx);
+    out[0] = kn_mul(ctx, in[1], kn_tensor_from(ctx, KN_F32, 1, (int64_t[]){3}, v));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_read_input(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    kn_compile_opts o = {.backend = backends[bi], .name = "reread"};
+    kn_fn *f = kn_compile(ctx, reread_body, NULL, &o);
+    float data[2][3] = {{1, 2, 3}, {-4, 5, 0.5f}};
+    for (int c = 0; c < 2; c++) {
+        kn_scope_begin(ctx);
+        kn_tensor *in[2] = {kn_tensor_from(ctx, KN_F32, 1, (int64_t[]){3}, data[c]),
+                            kn_full(ctx, KN_F32, 1, (int64_t[]){3}, c + 2)};
+        kn_tensor *out[1] = {NULL}, *want[1] = {NULL};
+        CHECK_MSG(kn_call(f, in, 2, out, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK(reread_body(ctx, NULL, in, 2, want, 1) == KN_OK);
+        CHECK_MSG(max_diff(ctx, out[0], want[0]) == 0, "%s: call %d differs from eager by %g", bname[bi], c,
+                  max_diff(ctx, out[0], want[0]));
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    kn_fn_stats(f, &info);
+    CHECK_MSG(info.entries == 2, "%s: %d entries", bname[bi], info.entries);
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* An f16 or bf16 matmul sums exact products in f32, as the interpreter does (in double): on data
+ * whose products and sums are exact in f32, compiled and eager agree to the bit. */
+static kn_status half_dot_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user;
+    (void)nin;
+    (void)nout;
+    out[0] = kn_matmul(ctx, in[0], in[1]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_half_dot(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    double a[3 * 17], b[17 * 2];
+    for (int i = 0; i < 3 * 17; i++) a[i] = ((i * 37) % 257 - 128) / 32.0;
+    for (int i = 0; i < 17 * 2; i++) b[i] = ((i * 91 + 5) % 257 - 128) / 32.0;
+    for (int dt = KN_F16; dt <= KN_BF16; dt++) {
+        kn_compile_opts o = {.backend = backends[bi], .name = "half_dot"};
+        kn_fn *f = kn_compile(ctx, half_dot_body, NULL, &o);
+        kn_tensor *in[2] = {kn_to(ctx, kn_tensor_from(ctx, KN_F64, 2, (int64_t[]){3, 17}, a), (kn_dtype)dt),
+                            kn_to(ctx, kn_tensor_from(ctx, KN_F64, 2, (int64_t[]){17, 2}, b), (kn_dtype)dt)};
+        kn_tensor *out[1] = {NULL}, *want[1] = {NULL};
+        CHECK_MSG(kn_call(f, in, 2, out, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK(half_dot_body(ctx, NULL, in, 2, want, 1) == KN_OK);
+        CHECK_MSG(max_diff(ctx, out[0], want[0]) == 0, "%s %s: differs from eager by %g", bname[bi],
+                  kn_dtype_name((kn_dtype)dt), max_diff(ctx, out[0], want[0]));
+        kn_fn_free(f);
+    }
+    kn_ctx_free(ctx);
+}
+
+/* A call that fails in its graph (an index out of range) hands out no outputs and leaves what the
+ * caller had in out[] alone: out[] is output only, and may hold anything. */
+static kn_status gather_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user;
+    (void)nin;
+    (void)nout;
+    out[0] = kn_gather(ctx, in[0], 0, in[1]);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_failed_call(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    kn_compile_opts o = {.backend = backends[bi], .name = "gather"};
+    kn_fn *f = kn_compile(ctx, gather_body, NULL, &o);
+    int64_t good[2] = {0, 3}, bad[2] = {0, 4};
+    kn_tensor *x = kn_ones(ctx, KN_F32, 1, (int64_t[]){4}), *keep = kn_keep(ctx, kn_zeros(ctx, KN_F32, 1, (int64_t[]){2}));
+    for (int c = 0; c < 2; c++) {
+        kn_tensor *in[2] = {x, kn_tensor_from(ctx, KN_I64, 1, (int64_t[]){2}, c ? bad : good)}, *out[1] = {keep};
+        size_t live = kn_live_tensors(ctx);
+        kn_status s = kn_call(f, in, 2, out, 1);
+        CHECK_MSG(c ? s == KN_EINDEX : s == KN_OK, "%s call %d: %s", bname[bi], c, kn_last_error(ctx));
+        if (c)
+            CHECK_MSG(kn_live_tensors(ctx) == live && out[0] == NULL, "%s: %zu tensors live, %zu before, out[0] %p",
+                      bname[bi], kn_live_tensors(ctx), live, (void *)out[0]);
+        kn_clear_error(ctx);
+    }
     kn_fn_free(f);
     kn_ctx_free(ctx);
 }
@@ -861,6 +964,9 @@ int main(void)
     for (int bi = 0; bi < 3; bi++) {
         test_inference(bi);
         test_breaks(bi);
+        test_read_input(bi);
+        test_half_dot(bi);
+        test_failed_call(bi);
         test_region(bi, "mlp", mlp);
         test_region(bi, "gpt", gpt);
         test_region_break(bi);

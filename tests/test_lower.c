@@ -3,7 +3,8 @@
  * pointwise chain, softmax, layer_norm (reductions fused into the row
  * kernel; a value the output keeps is loaded back by later reductions at
  * their own index only), matmul+bias+relu (the transposed weight is index arithmetic) and
- * conv2d + relu (a dot over the input's window view, the ReLU its tile epilogue), each verified.
+ * conv2d + relu (a dot over the input's window view, the ReLU its tile epilogue), an f16 matmul
+ * (products in f32), each verified.
  */
 #include "test.h"
 #include "../src/core.h"
@@ -229,6 +230,20 @@ int main(void)
            "      b0[s0*4+s1] = mul(mul(add(a0, b3[s1%4]), 0.5), add(tanh(mul(add(add(a0, b3[s1%4]), "
            "mul(mul(mul(add(a0, b3[s1%4]), add(a0, b3[s1%4])), add(a0, b3[s1%4])), 0.044714998453855515)), "
            "0.7978845834732056)), 1))\n");
+
+    /* an f16 matmul: each product in f32 (exact, as the interpreter's), summed in f32, rounded once */
+    {
+        kn_tensor *hx = kn_to(ctx, x, KN_F16), *hw = kn_to(ctx, w, KN_F16);
+        ctx->trace = graph_new(ctx);
+        golden(ctx, kn_matmul(ctx, hx, kn_transpose(ctx, hw, 0, 1)),
+               "kernel k4_dot(out b0 f16[16], in b1 f16[32], in b2 f16[32])\n"
+               "  for s0 in 4\n"
+               "    for s1 in 4\n"
+               "      acc a0 f32 sum\n"
+               "      for s2 in 8\n"
+               "        a0 += mul(cast.f32(b1[s0*8+s2]), cast.f32(b2[s1*8+s2]))\n"
+               "      b0[s0*4+s1] = cast.f16(a0)\n");
+    }
 
     /* conv2d, an implicit GEMM: a kernel for the dot of the weights (3, 2*3*3) and the window
      * view of x, which sched_window reads as x's 3x3 windows (stride 2, padding 1: the first
