@@ -1048,8 +1048,6 @@ typedef struct {
     Graph *g;          /* the backward: inputs are saved values, cotangents or tensors the forward read */
     Src *in;           /* per input of g: where its value comes from (SRC_SEG: a saved value) */
     int *cot;          /* per input of g: which output's cotangent (-1: none) */
-    Dim (*cshape)[KN_MAX_DIMS]; /* per region output: its shape and dtype (a zero cotangent) */
-    uint8_t *cdt, *cnd;
     int nout, nl;
     kn_tensor **leaf;  /* the sources: graph inputs that require grad */
     uint32_t *gout;    /* per source: the node of g that is its gradient (0: none) */
@@ -1079,7 +1077,10 @@ static kn_tensor *trace_value(Capture *c, Src s)
     }
 }
 
-/* The region's backward, copied node by node into the trace. */
+/* The region's backward, copied node by node into the trace. An output no gradient reached has no
+ * cotangent (not a zero one): as eager's backward skips what only it would feed, every node that reads
+ * such a value is left out too, but for a sum of gradients (add), which is its other operand. So a
+ * gradient is never 0 * inf where eager has none. */
 static kn_status break_vjp(kn_ctx *ctx, void *user, kn_tensor *const *gs, kn_tensor **grads)
 {
     BreakRegion *r = user;
@@ -1087,19 +1088,22 @@ static kn_status break_vjp(kn_ctx *ctx, void *user, kn_tensor *const *gs, kn_ten
         return kn_errs(ctx, KN_EUNSUPPORTED, "backward through a graph break of a compiled function runs only "
                        "inside its body (call kn_backward in the body, or read no value before the output)");
     size_t bytes = (size_t)r->g->n * sizeof(kn_tensor *);
-    kn_tensor **v = kn_alloc(ctx, bytes);
+    kn_tensor **v = kn_alloc_zeroed(ctx, bytes); /* NULL: absent */
     if (!v) return kn_errs(ctx, KN_ENOMEM, "out of memory for a backward");
     kn_status s = KN_OK;
     for (uint32_t i = 1; i < r->g->n && !s; i++) {
         const Node *n = &r->g->nodes[i];
         kn_tensor *src[3] = {NULL, NULL, NULL};
+        int absent = 0;
         if (n->op == OP_INPUT) {
             int k = (int)n->p.i[0], o = r->cot[k];
-            v[i] = o < 0 ? trace_value(r->c, r->in[k])
-                 : gs[o] ? gs[o] : p_full(ctx, (kn_dtype)r->cdt[o], r->cnd[o], r->cshape[o], 0.0);
+            v[i] = o < 0 ? trace_value(r->c, r->in[k]) : gs[o];
+            if (!v[i] && o >= 0) continue; /* absent */
         } else {
-            for (int j = 0; j < n->nsrc; j++) src[j] = v[n->src[j]];
-            v[i] = prim(ctx, (Op)n->op, src, &n->p);
+            for (int j = 0; j < n->nsrc; j++) absent += !(src[j] = v[n->src[j]]);
+            if (absent && n->op == OP_ADD && absent < 2) v[i] = src[0] ? src[0] : src[1];
+            else if (absent) continue;
+            else v[i] = prim(ctx, (Op)n->op, src, &n->p);
         }
         if (!v[i]) s = ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "no value in a backward");
     }
@@ -1131,11 +1135,9 @@ static kn_status break_region(Capture *c, Graph *g, kn_tensor *const *mat, int n
     for (uint32_t k = 0; k < g->ninputs && nl < MAX_VALS; k++) /* every graph input that requires grad */
         if (g->input_vals[k] && (g->input_vals[k]->flags & TF_REQGRAD)) r->leaf[nl++] = g->input_vals[k];
     r->c = c, r->serial = g->serial, r->nout = nd, r->nl = nl;
-    r->cshape = arena_alloc(a, (size_t)nd * sizeof *r->cshape);
-    r->cdt = arena_alloc(a, (size_t)nd), r->cnd = arena_alloc(a, (size_t)nd);
     r->gout = arena_alloc(a, (size_t)(nl + 1) * sizeof *r->gout);
     uint32_t cots[MAX_VALS], bout[MAX_VALS];
-    kn_status s = r->cshape && r->cdt && r->cnd && r->gout ? KN_OK : kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
+    kn_status s = r->gout ? KN_OK : kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
     kn_scope_begin(ctx);
     kn_tensor *loss = NULL;
     for (int k = 0; k < nd && !s; k++) { /* loss = the sum over k of sum(d[k] * cot[k]) */
@@ -1145,8 +1147,6 @@ static kn_status break_region(Capture *c, Graph *g, kn_tensor *const *mat, int n
         cn.dtype = d[k]->dtype;
         cn.ndim = d[k]->ndim;
         memcpy(cn.shape, d[k]->shape, d[k]->ndim * sizeof(Dim));
-        memcpy(r->cshape[k], d[k]->shape, sizeof r->cshape[k]);
-        r->cdt[k] = d[k]->dtype, r->cnd[k] = d[k]->ndim;
         cn.p.i[0] = g->ninputs;
         cn.p.n = 1;
         if (!(cots[k] = graph_add(g, &cn))) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
