@@ -20,7 +20,8 @@
  *
  * Loops carry a kind that passes set and targets honour: serial, parallel
  * (split across threads), vector(width), unroll(factor), gpu_block,
- * gpu_thread. Passes never change what a kernel computes, only how.
+ * gpu_thread. Passes never change what a kernel computes, only how (but
+ * for the rounding of a float sum they regroup: loopopt.h, cascade).
  *
  * The text form above is what ir_print writes and ir_parse reads, so passes
  * are tested with golden dumps; ir_verify checks a kernel's invariants.
