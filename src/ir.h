@@ -126,6 +126,12 @@ typedef struct {
     uint64_t seed;  /* IR_RAND */
 } IrNode;
 
+/* A tmp buffer is the kernel's scratch, of a constant size, not the
+ * program's memory: a target gives each run of a top-level statement (each
+ * thread's range of a parallel loop) its own (the C target: a local array),
+ * so an iteration of a loop writes every tmp element it reads before
+ * reading it (the marks split loops over threads regardless of tmp); the
+ * program passes nothing for it (its node is 0, "none"). */
 typedef enum { BUF_IN, BUF_OUT, BUF_TMP } BufRole;
 
 typedef struct {

@@ -26,6 +26,9 @@
 #include "loopopt.h"
 
 #define DEFAULT_PAR_THRESHOLD 32768
+#define CASCADE_RUN 16                   /* values an accumulator adds in sequence (pass 7, cascade) */
+#define CASCADE_COVER ((int64_t)1 << 31) /* values the levels of a symbolic extent cover */
+#define CASCADE_ACCS 128                 /* accumulators past which a kernel gains no more */
 #define DEFAULT_VECTOR_WIDTH 8
 #define BIG ((int64_t)1 << 62) /* bounds stay within +-BIG, so sums of two never overflow */
 
@@ -57,6 +60,7 @@ struct Opt {
     int cs_v;          /* cascade: copies replace s_cs_v by cs_by, accumulator j by cs_map[j] (j < cs_nmap, if >= 0) */
     ExprId cs_by;
     int *cs_map, cs_nmap;
+    int vcap;          /* vars lo, hi, known and ext hold */
     int64_t hint;      /* LoopOptions.hint */
     int hinting;       /* range() takes shape symbols as hint (marks' work and widths only) */
     int oom;
@@ -102,7 +106,7 @@ static int range(const Opt *o, ExprId e, int64_t *lo, int64_t *hi)
             *lo = *hi = o->hint;
             return 1;
         }
-        if (x->c >= o->k->nvars || !o->known[x->c]) return 0;
+        if (x->c >= o->k->nvars || x->c >= o->vcap || !o->known[x->c]) return 0;
         *lo = o->lo[x->c], *hi = o->hi[x->c];
         return 1;
     case EX_ADD:
@@ -255,12 +259,12 @@ static int below_extent(Opt *o, ExprId a, ExprId b)
     const ExprNode *x = expr_node(o->ex, a);
     int64_t l, h;
     if (!x || !o->ext) return 0;
-    if (x->kind == EX_SYM) return x->c < o->k->nvars && o->ext[x->c] == b;
+    if (x->kind == EX_SYM) return x->c < o->k->nvars && x->c < o->vcap && o->ext[x->c] == b;
     if (x->kind != EX_ADD || x->c != 0) return 0;
     int vars = 0;
     for (int i = 0; i < x->n; i++) {
         const ExprNode *y = expr_node(o->ex, x->args[i]);
-        if (y && y->kind == EX_SYM && y->c < o->k->nvars && o->ext[y->c] == b && !vars) vars = 1;
+        if (y && y->kind == EX_SYM && y->c < o->k->nvars && y->c < o->vcap && o->ext[y->c] == b && !vars) vars = 1;
         else if (!range(o, x->args[i], &l, &h) || l != 0 || h != 0) return 0;
     }
     return vars;
@@ -397,6 +401,7 @@ static void bind(Opt *o, const IrNode *loop, int on)
 {
     int64_t e;
     int v = loop->var;
+    if (v >= o->vcap) return; /* a var made since the arrays were (a tile's): unknown */
     o->known[v] = (uint8_t)(on && expr_as_const(o->ex, loop->index, &e) && e >= 1);
     if (o->ext) o->ext[v] = on ? loop->index : 0;
     if (o->known[v]) o->lo[v] = 0, o->hi[v] = clamp_big(e - 1);
@@ -1169,6 +1174,9 @@ static IrRef rebuild(Opt *o, IrRef r, IndexFn fx)
 
 static int const_extent(Opt *o, IrRef l, int64_t *e) { return expr_as_const(o->ex, o->k->nodes[l].index, e); }
 
+static int colsum_cascade(Opt *o, IrRef l, IrRef z, const IrNode *I, const IrNode *S, const IrNode *U, kn_dtype dt,
+                          int64_t ei);
+
 /* Rule 1 on loop l: 1 done, 0 not, -1 out of memory. */
 static int tile_colsum(Opt *o, IrRef l)
 {
@@ -1197,6 +1205,11 @@ static int tile_colsum(Opt *o, IrRef l)
     ExprId ez = tile_fx(o, S.index);
     IrBlock zb = {z, 0};
     if (!ez || !ir_store(k, &zb, S.buf, ez, ir_const(k, (kn_dtype)A.dtype, 0))) return -1;
+    if (ei > CASCADE_RUN) { /* rows in cascaded blocks */
+        if (colsum_cascade(o, l, z, &I, &S, &U, (kn_dtype)A.dtype, ei)) return -1;
+        k->nodes[l].index = expr_const(o->ex, eo / TILE);
+        return 1;
+    }
     /* the sum loop, the only statement of i's body */
     IrBlock ib = {in, 0};
     IrRef w = ir_loop(k, &ib, expr_const(o->ex, TILE), LOOP_SERIAL, 1);
@@ -1276,11 +1289,19 @@ static int tile_block(Opt *o, IrRef s)
 /* ---- pass 6: marks ---- */
 
 /* Elements of work in loop l: its extent times the statements below,
- * loops counted by their work; -1 when an extent is not constant. */
+ * loops counted by their work (an extent that is a min of a constant, a
+ * cascade's level, by that constant); -1 when an extent is not constant. */
+static int min_bound(const ExprTable *t, ExprId e, int64_t *c) /* e is min(c, ...): 1 and *c */
+{
+    const ExprNode *x = expr_node(t, e);
+    return x && x->kind == EX_MIN && (expr_as_const(t, x->args[0], c) || expr_as_const(t, x->args[1], c));
+}
+
 static int64_t work(Opt *o, IrRef l)
 {
     int64_t e, sum = 0, w;
-    if (!extent_at_hint(o, o->k->nodes[l].index, &e) || e < 0) return -1;
+    if (!min_bound(o->ex, o->k->nodes[l].index, &e) && (!extent_at_hint(o, o->k->nodes[l].index, &e) || e < 0))
+        return -1;
     for (IrRef s = o->k->nodes[l].child; s; s = o->k->nodes[s].next) {
         w = o->k->nodes[s].kind == IR_LOOP ? work(o, s) : 1;
         if (w < 0) return -1;
@@ -1445,7 +1466,8 @@ static int disjoint(Opt *o, IrRef l, const uint8_t *stored)
     region_block(o, o->k->nodes[l].child, o->k->nodes[l].var, stored, seen, reg);
     int ok = 1;
     for (int b = 0; b < o->k->nbufs && ok; b++)
-        ok = !stored[b] || (!reg[b].bad && reg[b].any && reg[b].hi - reg[b].lo < (reg[b].a < 0 ? -reg[b].a : reg[b].a));
+        ok = !stored[b] || o->k->bufs[b].role == BUF_TMP || /* each run writes its tmp before reading it (ir.h) */
+             (!reg[b].bad && reg[b].any && reg[b].hi - reg[b].lo < (reg[b].a < 0 ? -reg[b].a : reg[b].a));
     kn_dealloc(o->ctx, reg, bytes);
     return ok;
 }
@@ -1551,9 +1573,6 @@ static int mark(Opt *o, const LoopOptions *opt)
  * after the marks, so it knows the vector loops; the blocks keep their
  * loop's kind, the levels are serial.
  */
-#define CASCADE_RUN 16
-#define CASCADE_COVER ((int64_t)1 << 31) /* values the levels of a symbolic extent cover */
-#define CASCADE_ACCS 128                /* accumulators past which a kernel gains no more */
 
 /* Updates of accumulator acc that one run of statement s makes: a loop's
  * extent times its body's (capped at BIG); -1 when shape symbols decide. */
@@ -1724,6 +1743,50 @@ static void cs_unlink(Kernel *k, IrRef parent, IrRef s)
     if (*at) *at = k->nodes[s].next;
 }
 
+/* The levels over the blocks of b iterations of a loop of extent E. */
+typedef struct {
+    int m, sym;               /* levels; E of shape symbols */
+    int64_t nb, rem, top;     /* a constant E: whole blocks, iterations past them; RUN^(m-1) */
+    ExprId enb;               /* whole blocks */
+    ExprId done;              /* the block at the levels' vars, sum of q_j*RUN^j (as they are made) */
+    IrBlock in[IR_MAX_NEST];  /* level j's body */
+} Levels;
+
+/* Plans the levels of extent E in blocks of b: 1, or 0 when E is at most b. */
+static int cs_plan(Opt *o, ExprId E, int64_t b, Levels *lv)
+{
+    int64_t e;
+    memset(lv, 0, sizeof *lv);
+    lv->m = 1, lv->top = 1, lv->sym = !expr_as_const(o->ex, E, &e);
+    if (!lv->sym && e <= b) return 0;
+    if (lv->sym) /* levels for CASCADE_COVER values */
+        for (int64_t c = b * CASCADE_RUN; c < CASCADE_COVER; c *= CASCADE_RUN) lv->m++, lv->top *= CASCADE_RUN;
+    else
+        for (lv->nb = e / b, lv->rem = e % b; lv->top * CASCADE_RUN < lv->nb && lv->top <= BIG / CASCADE_RUN;
+             lv->top *= CASCADE_RUN)
+            lv->m++;
+    lv->enb = lv->sym ? expr_floordiv(o->ex, E, expr_const(o->ex, b)) : expr_const(o->ex, lv->nb);
+    lv->done = expr_const(o->ex, 0);
+    return 1;
+}
+
+/* Level j's loop (levels m-1 first), placed in cur; its body is lv->in[j]. 0 or -1. */
+static int cs_level(Opt *o, Levels *lv, IrBlock *cur, int j)
+{
+    ExprTable *t = o->ex;
+    int64_t top = 1;
+    for (int i = 0; i < j; i++) top *= CASCADE_RUN;
+    ExprId left = expr_sub(t, lv->enb, lv->done), ext = expr_const(t, CASCADE_RUN);
+    ExprId ceil = expr_floordiv(t, expr_add(t, left, expr_const(t, top - 1)), expr_const(t, top));
+    if (j == lv->m - 1) ext = ceil;
+    else if (lv->sym || lv->nb % (top * CASCADE_RUN)) ext = expr_min(t, ext, ceil);
+    IrRef l = ext ? ir_loop(o->k, cur, ext, LOOP_SERIAL, 1) : 0;
+    if (!l) return -1;
+    lv->done = expr_add(t, lv->done, expr_mul(t, expr_sym(t, o->k->nodes[l].var), expr_const(t, top)));
+    lv->in[j] = (IrBlock){l, 0};
+    return lv->done ? 0 : -1;
+}
+
 /* Loop l (in the block of loop parent, under depth loops), whose updates
  * of accumulator acc of dtype dt are all that reach it, as blocks of b
  * iterations under levels, then the rest (above); 0 or -1. */
@@ -1732,43 +1795,103 @@ static int cs_split(Opt *o, IrRef parent, IrRef l, int acc, kn_dtype dt, int64_t
     Kernel *k = o->k;
     ExprTable *t = o->ex;
     IrNode x = k->nodes[l];
-    int64_t E = 0, nb = 0, rem = 0, top = 1;
-    int sym = !expr_as_const(t, x.index, &E), m = 1, tacc[IR_MAX_NEST];
-    if (!sym && E <= b) return 0;
-    if (sym) /* levels for CASCADE_COVER values */
-        for (int64_t c = b * CASCADE_RUN; c < CASCADE_COVER; c *= CASCADE_RUN) m++, top *= CASCADE_RUN;
-    else
-        for (nb = E / b, rem = E % b; top * CASCADE_RUN < nb && top <= BIG / CASCADE_RUN; top *= CASCADE_RUN) m++;
-    if (depth + m + cs_depth(k, l) > IR_MAX_NEST || k->naccs + m >= CASCADE_ACCS) return 0;
-    ExprId enb = sym ? expr_floordiv(t, x.index, expr_const(t, b)) : expr_const(t, nb), done = expr_const(t, 0);
-    IrBlock at = {parent, l}, in[IR_MAX_NEST], *cur = &at;
-    for (int j = m - 1; j >= 0; j--, top /= CASCADE_RUN) { /* level j: its blocks are top = RUN^j blocks of b */
-        ExprId left = expr_sub(t, enb, done), ext = expr_const(t, CASCADE_RUN);
-        ExprId ceil = expr_floordiv(t, expr_add(t, left, expr_const(t, top - 1)), expr_const(t, top));
-        if (j == m - 1) ext = ceil;
-        else if (sym || nb % (top * CASCADE_RUN)) ext = expr_min(t, ext, ceil);
-        IrRef lj = ext ? ir_loop(k, cur, ext, LOOP_SERIAL, 1) : 0;
-        if (!lj) return -1;
-        done = expr_add(t, done, expr_mul(t, expr_sym(t, k->nodes[lj].var), expr_const(t, top)));
-        in[j] = (IrBlock){lj, 0}, cur = &in[j];
-        if ((tacc[j] = ir_acc(k, cur, OP_SUM, dt)) < 0) return -1;
-    }
-    ExprId by = expr_add(t, expr_mul(t, done, expr_const(t, b)), expr_sym(t, x.var));
-    if (cs_piece(o, cur, &x, expr_const(t, b), (LoopKind)x.dtype, by, acc, tacc[0])) return -1;
-    for (int j = 0; j < m; j++) {
+    Levels lv;
+    int tacc[IR_MAX_NEST];
+    if (!cs_plan(o, x.index, b, &lv)) return 0;
+    if (depth + lv.m + cs_depth(k, l) > IR_MAX_NEST || k->naccs + lv.m >= CASCADE_ACCS) return 0;
+    IrBlock at = {parent, l}, *cur = &at;
+    for (int j = lv.m - 1; j >= 0; j--, cur = &lv.in[j + 1])
+        if (cs_level(o, &lv, cur, j) || (tacc[j] = ir_acc(k, &lv.in[j], OP_SUM, dt)) < 0) return -1;
+    ExprId by = expr_add(t, expr_mul(t, lv.done, expr_const(t, b)), expr_sym(t, x.var));
+    if (cs_piece(o, &lv.in[0], &x, expr_const(t, b), (LoopKind)x.dtype, by, acc, tacc[0])) return -1;
+    for (int j = 0; j < lv.m; j++) {
         IrRef v = ir_accval(k, tacc[j]);
-        if (!v || !ir_update(k, &in[j], j + 1 < m ? tacc[j + 1] : acc, v)) return -1;
+        if (!v || !ir_update(k, &lv.in[j], j + 1 < lv.m ? tacc[j + 1] : acc, v)) return -1;
     }
-    if (sym || rem) { /* the rest: a short vector loop runs serially */
-        LoopKind kind = x.dtype == LOOP_VECTOR && !sym && rem < (int64_t)x.width ? LOOP_SERIAL : (LoopKind)x.dtype;
-        ExprId erem = sym ? expr_mod(t, x.index, expr_const(t, b)) : expr_const(t, rem);
+    if (lv.sym || lv.rem) { /* the rest: a short vector loop runs serially */
+        LoopKind kind = x.dtype == LOOP_VECTOR && !lv.sym && lv.rem < (int64_t)x.width ? LOOP_SERIAL : (LoopKind)x.dtype;
+        ExprId erem = lv.sym ? expr_mod(t, x.index, expr_const(t, b)) : expr_const(t, lv.rem);
         int r = ir_acc(k, &at, OP_SUM, dt);
-        by = expr_add(t, expr_mul(t, enb, expr_const(t, b)), expr_sym(t, x.var));
+        by = expr_add(t, expr_mul(t, lv.enb, expr_const(t, b)), expr_sym(t, x.var));
         if (r < 0 || cs_piece(o, &at, &x, erem, kind, by, acc, r)) return -1;
         IrRef v = ir_accval(k, r);
         if (!v || !ir_update(k, &at, acc, v)) return -1;
     }
     cs_unlink(k, parent, l);
+    return 0;
+}
+
+/* For rule 1 (tile): a loop of TILE columns s_w at block b that adds tmp buffer src's element s_w into
+ * tmp buffer dst's, or (dst < 0) into S's output at its column o*T+w; 0 or -1. */
+static int colsum_add(Opt *o, IrBlock *b, int dst, const IrNode *S, int src, kn_dtype dt)
+{
+    Kernel *k = o->k;
+    IrRef w = ir_loop(k, b, expr_const(o->ex, TILE), LOOP_SERIAL, 1);
+    if (!w) return -1;
+    IrBlock in = {w, 0};
+    o->tile_z = k->nodes[w].var, o->tile_i = -1;
+    ExprId zw = expr_sym(o->ex, o->tile_z), e = dst >= 0 ? zw : tile_fx(o, S->index);
+    int buf = dst >= 0 ? dst : S->buf;
+    IrRef sum = e && zw ? ir_op(k, OP_ADD, dt, ir_load(k, buf, e), ir_load(k, src, zw), 0) : 0;
+    return sum && ir_store(k, &in, buf, e, sum) ? 0 : -1;
+}
+
+/* A zeroing loop of tmp buffer tb at block b; 0 or -1. */
+static int colsum_zero(Opt *o, IrBlock *b, int tb, kn_dtype dt)
+{
+    IrRef z = ir_loop(o->k, b, expr_const(o->ex, TILE), LOOP_SERIAL, 1);
+    IrBlock in = {z, 0};
+    return z && ir_store(o->k, &in, tb, expr_sym(o->ex, o->k->nodes[z].var), ir_const(o->k, dt, 0)) ? 0 : -1;
+}
+
+/* Rows r0*CASCADE_RUN + s_i (i's var), s_i in [0, n), summed into tmp buffer tb a row of the tile at a
+ * time (U's value at column o*T+w); 0 or -1. */
+static int colsum_rows(Opt *o, IrBlock *b, const IrNode *I, const IrNode *U, ExprId r0, ExprId n, int tb, kn_dtype dt)
+{
+    Kernel *k = o->k;
+    IrRef r = ir_loop(k, b, n, LOOP_SERIAL, 1);
+    if (!r) return -1;
+    k->nodes[r].var = I->var, k->nvars--;
+    IrBlock rb = {r, 0};
+    IrRef w = ir_loop(k, &rb, expr_const(o->ex, TILE), LOOP_SERIAL, 1);
+    if (!w) return -1;
+    o->tile_z = k->nodes[w].var, o->tile_i = -1;
+    IrRef v = rebuild(o, U->a, tile_fx);
+    ExprId by = expr_add(o->ex, expr_mul(o->ex, r0, expr_const(o->ex, CASCADE_RUN)), expr_sym(o->ex, I->var));
+    if (!v || cs_begin(o, I->var, by, -1, -1)) return -1;
+    v = cs_value(o, v);
+    cs_end(o);
+    ExprId e = expr_sym(o->ex, o->tile_z);
+    IrRef sum = o->oom ? 0 : ir_op(k, OP_ADD, dt, ir_load(k, tb, e), v, 0);
+    IrBlock wb = {w, 0};
+    return sum && ir_store(k, &wb, tb, e, sum) ? 0 : -1;
+}
+
+/* Rule 1's sum of ei rows (in loop l, after the output's zeroing loop z) as blocks of CASCADE_RUN rows,
+ * each summed a row of the tile at a time into a tmp buffer of TILE elements (the lanes of a vector
+ * loop: a column each), which is added into the next level's, and the last level's into the output:
+ * the accumulators of pass 7 as rows of tmp buffers, the output the outermost. The accumulator, its
+ * loop and its store leave l's body. 0 or -1. */
+static int colsum_cascade(Opt *o, IrRef l, IrRef z, const IrNode *I, const IrNode *S, const IrNode *U, kn_dtype dt,
+                          int64_t ei)
+{
+    Kernel *k = o->k;
+    Levels lv;
+    int tb[IR_MAX_NEST];
+    cs_plan(o, expr_const(o->ex, ei), CASCADE_RUN, &lv); /* m <= 14: ei < 2^62 */
+    for (int j = 0; j < lv.m; j++)
+        if ((tb[j] = ir_buf(k, dt, BUF_TMP, expr_const(o->ex, TILE), 0)) < 0) return -1;
+    IrBlock at = {l, z}, *cur = &at;
+    for (int j = lv.m - 1; j >= 0; j--, cur = &lv.in[j + 1])
+        if (cs_level(o, &lv, cur, j) || colsum_zero(o, &lv.in[j], tb[j], dt)) return -1;
+    if (colsum_rows(o, &lv.in[0], I, U, lv.done, expr_const(o->ex, CASCADE_RUN), tb[0], dt)) return -1;
+    for (int j = 0; j < lv.m; j++)
+        if (colsum_add(o, &lv.in[j], j + 1 < lv.m ? tb[j + 1] : -1, S, tb[j], dt)) return -1;
+    if (lv.rem && (colsum_zero(o, &at, tb[0], dt) ||
+                   colsum_rows(o, &at, I, U, lv.enb, expr_const(o->ex, lv.rem), tb[0], dt) ||
+                   colsum_add(o, &at, -1, S, tb[0], dt)))
+        return -1;
+    k->nodes[at.tail].next = 0; /* the accumulator, its loop and its store drop out */
     return 0;
 }
 
@@ -1953,7 +2076,7 @@ int loopopt_range(const Kernel *k, ExprId e, int64_t *lo, int64_t *hi)
     if (!k || k->nvars > RANGE_VARS || !bind_all(k, k->body, vhi, known, 0)) return 0;
     Opt o;
     memset(&o, 0, sizeof o);
-    o.k = (Kernel *)k, o.ex = k->ex, o.lo = vlo, o.hi = vhi, o.known = known;
+    o.k = (Kernel *)k, o.ex = k->ex, o.lo = vlo, o.hi = vhi, o.known = known, o.vcap = RANGE_VARS;
     return range(&o, e, lo, hi);
 }
 
@@ -1967,6 +2090,7 @@ static int opt_vars(Opt *o, void **mem, size_t *bytes)
     if (!(*mem = kn_alloc(o->ctx, *bytes))) return *bytes = 0, 0;
     memset(*mem, 0, *bytes);
     o->lo = *mem, o->hi = o->lo + nv, o->ext = (ExprId *)(o->hi + nv), o->known = (uint8_t *)(o->ext + nv);
+    o->vcap = (int)nv;
     return 1;
 }
 
