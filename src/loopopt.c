@@ -27,6 +27,7 @@
 
 #define DEFAULT_PAR_THRESHOLD 32768
 #define CASCADE_RUN 16                   /* values an accumulator adds in sequence (pass 7, cascade) */
+#define CASCADE_LANES 32                 /* a vector loop's accumulator lanes its blocks count on */
 #define CASCADE_COVER ((int64_t)1 << 31) /* values the levels of a symbolic extent cover */
 #define CASCADE_ACCS 128                 /* accumulators past which a kernel gains no more */
 #define DEFAULT_VECTOR_WIDTH 8
@@ -1542,18 +1543,22 @@ static int mark(Opt *o, const LoopOptions *opt)
  * count:
  *
  *     acc a0 f32 sum                       acc a0 f32 sum
- *     for s0 in 1000 vector(8)             for s1 in 7
+ *     for s0 in 4000 vector(8)             for s1 in 7
  *       a0 += b1[s0]                 =>      acc a1 f32 sum
- *                                            for s0 in 128 vector(8)
- *                                              a1 += b1[s0+s1*128]
+ *                                            for s0 in 512 vector(8)
+ *                                              a1 += b1[s0+s1*512]
  *                                            a0 += a1
  *                                          acc a2 f32 sum
- *                                          for s0 in 104 vector(8)
- *                                            a2 += b1[s0+896]
+ *                                          for s0 in 416 vector(8)
+ *                                            a2 += b1[s0+3584]
  *                                          a0 += a2
  *
- * A run is CASCADE_RUN values, or CASCADE_RUN per lane of a vector loop of
- * width W (targets give its accumulators W lanes or more): CASCADE_RUN*W.
+ * A run is CASCADE_RUN values; in a vector loop, whose accumulators
+ * targets give lanes, CASCADE_RUN*CASCADE_LANES: CASCADE_RUN a lane where
+ * they are 32 (the C target on AVX-512; tcc's blocks add 64 at a time in 8
+ * lanes of 8), 32 a lane on AVX2's 16, 64 on the 8 of SSE2, NEON and WASM
+ * SIMD. Blocks of CASCADE_RUN*8 made a row sum in cache a third slower
+ * (each block folds its lanes: 4 groups of 32 lanes to a fold on AVX-512).
  * A block is the iterations of a run (whole iterations, where each adds a
  * few values: a window's rows). More than a run of blocks take levels,
  * loops of at most CASCADE_RUN iterations, each with an accumulator added
@@ -1929,7 +1934,7 @@ static int cs_loop(Opt *o, IrRef parent, IrRef l, int acc, kn_dtype dt, int dept
         if (k->nodes[c].kind != IR_UPDATE) direct = 0;
         else if (k->nodes[k->nodes[c].a].kind != IR_ACCVAL) raw = 1;
     }
-    if (direct && raw && x.dtype == LOOP_VECTOR) run *= x.width;
+    if (direct && raw && x.dtype == LOOP_VECTOR) run *= x.width > CASCADE_LANES ? x.width : CASCADE_LANES;
     int known = expr_as_const(o->ex, x.index, &e);
     if (!n || (known && w >= 0 && mul_ok(e, w, &total) && total <= run)) return 0;
     if (direct) return cs_split(o, parent, l, acc, dt, run / n > 1 ? run / n : 1, depth);

@@ -38,7 +38,7 @@
  * output a row of the tile at a time (a vector loop); a transposing copy
  * becomes 16 x 16 tiles (then simplify again over the tiles' indices).
  * After mark, cascade: a float sum that would add more than 16 values in
- * sequence (16 a lane in a vector loop of width W: 16*W) is fed by blocks
+ * sequence (a vector loop's accumulator: 512, 16 a lane of 32) is fed by blocks
  * of that many, each summed into an accumulator of its own that is added
  * into one a level up, at most 16 to a level, so its rounding error grows
  * with the log of the count (PyTorch's cascade sum); the only pass that

@@ -254,11 +254,8 @@ int main(void)
            "    acc a1 f32 sum\n"
            "    for s2 in 256 vector(8)\n"
            "      b0[s0*256+s2] = exp(min(sub(b1[s0*256+s2], a0), 0))\n"
-           "    for s5 in 2\n"
-           "      acc a2 f32 sum\n"
-           "      for s3 in 128 vector(8)\n"
-           "        a2 += b0[s0*256+s3+s5*128]\n"
-           "      a1 += a2\n"
+           "    for s3 in 256 vector(8)\n"
+           "      a1 += b0[s0*256+s3]\n"
            "    for s4 in 256 vector(8)\n"
            "      b0[s0*256+s4] = mul(b0[s0*256+s4], recip(a1))\n");
     ctx->trace = graph_new(ctx);
@@ -391,7 +388,7 @@ int main(void)
            "  for s0 in 256\n"
            "    for s1 in 256 vector(8)\n"
            "      b0[s0*255+s1] = b1[s0*256+s1]\n");
-    /* an accumulator declared outside: serial; a reduction loop: vector (lanes), in cascaded blocks */
+    /* an accumulator declared outside: serial; a reduction loop: vector (lanes), in cascaded blocks of 512 */
     hand(ctx,
          "kernel k(out b0 f32[1], in b1 f32[65536])\n"
          "  acc a0 f32 sum\n"
@@ -401,15 +398,12 @@ int main(void)
          &o,
            "kernel k(out b0 f32[1], in b1 f32[65536])\n"
            "  acc a0 f32 sum\n"
-           "  for s1 in 2\n"
+           "  for s1 in 8\n"
            "    acc a1 f32 sum\n"
            "    for s2 in 16\n"
            "      acc a2 f32 sum\n"
-           "      for s3 in 16\n"
-           "        acc a3 f32 sum\n"
-           "        for s0 in 128 vector(8)\n"
-           "          a3 += b1[s0+s1*32768+s2*2048+s3*128]\n"
-           "        a2 += a3\n"
+           "      for s0 in 512 vector(8)\n"
+           "        a2 += b1[s0+s1*8192+s2*512]\n"
            "      a1 += a2\n"
            "    a0 += a1\n"
            "  b0[0] = a0\n");
@@ -439,15 +433,12 @@ int main(void)
          &o,
            "kernel k(out b0 f32[65536], in b1 f32[65536])\n"
            "  acc a0 f32 sum\n"
-           "  for s2 in 2\n"
+           "  for s2 in 8\n"
            "    acc a1 f32 sum\n"
            "    for s3 in 16\n"
            "      acc a2 f32 sum\n"
-           "      for s4 in 16\n"
-           "        acc a3 f32 sum\n"
-           "        for s0 in 128 vector(8)\n"
-           "          a3 += b1[s0+s2*32768+s3*2048+s4*128]\n"
-           "        a2 += a3\n"
+           "      for s0 in 512 vector(8)\n"
+           "        a2 += b1[s0+s2*8192+s3*512]\n"
            "      a1 += a2\n"
            "    a0 += a1\n"
            "  for s1 in 65536 vector(8)\n"
@@ -723,17 +714,17 @@ int main(void)
     };
     for (int i = 0; i < 2; i++) hand(ctx, rolled[i], &no_vector, rolled[i]);
 
-    /* cascade: a sum of 38405 in a vector loop: blocks of 128 (16 a lane of 8) under levels of at most 16
-     * blocks, the last levels' extents a min where the blocks do not divide evenly (300 of them), then the
-     * last 5 values into an accumulator of their own */
+    /* cascade: a sum of 153605 in a vector loop: blocks of 512 (16 a lane of 32) under levels of at most
+     * 16 blocks, the last levels' extents a min where the blocks do not divide evenly (300 of them), then
+     * the last 5 values into an accumulator of their own */
     hand(ctx,
-         "kernel k(out b0 f32[1], in b1 f32[38405])\n"
+         "kernel k(out b0 f32[1], in b1 f32[153605])\n"
          "  acc a0 f32 sum\n"
-         "  for s0 in 38405\n"
+         "  for s0 in 153605\n"
          "    a0 += b1[s0]\n"
          "  b0[0] = a0\n",
          &o,
-         "kernel k(out b0 f32[1], in b1 f32[38405])\n"
+         "kernel k(out b0 f32[1], in b1 f32[153605])\n"
          "  acc a0 f32 sum\n"
          "  for s1 in 2\n"
          "    acc a1 f32 sum\n"
@@ -741,14 +732,14 @@ int main(void)
          "      acc a2 f32 sum\n"
          "      for s3 in min(16,-s1*256-s2*16+300)\n"
          "        acc a3 f32 sum\n"
-         "        for s0 in 128 vector(8)\n"
-         "          a3 += b1[s0+s1*32768+s2*2048+s3*128]\n"
+         "        for s0 in 512 vector(8)\n"
+         "          a3 += b1[s0+s1*131072+s2*8192+s3*512]\n"
          "        a2 += a3\n"
          "      a1 += a2\n"
          "    a0 += a1\n"
          "  acc a4 f32 sum\n"
          "  for s0 in 5 unroll(5)\n"
-         "    a4 += b1[s0+38400]\n"
+         "    a4 += b1[s0+153600]\n"
          "  a0 += a4\n"
          "  b0[0] = a0\n");
     /* a sum over a dim of shape symbols (a generic kernel): the levels that 2^31 values need, and the rest */
@@ -853,36 +844,36 @@ int main(void)
          "  b2[0] = a1\n");
     /* two loops feed one sum (a mask's pieces): each gets an accumulator of its own, cascaded */
     hand(ctx,
-         "kernel k(out b0 f32[1], in b1 f32[2000])\n"
+         "kernel k(out b0 f32[1], in b1 f32[3000])\n"
          "  acc a0 f32 sum\n"
-         "  for s0 in 700\n"
+         "  for s0 in 1200\n"
          "    a0 += b1[s0]\n"
-         "  for s1 in 1300\n"
-         "    a0 += mul(b1[s1+700], 2)\n"
+         "  for s1 in 1800\n"
+         "    a0 += mul(b1[s1+1200], 2)\n"
          "  b0[0] = a0\n",
          &o,
-         "kernel k(out b0 f32[1], in b1 f32[2000])\n"
+         "kernel k(out b0 f32[1], in b1 f32[3000])\n"
          "  acc a0 f32 sum\n"
          "  acc a1 f32 sum\n"
-         "  for s2 in 5\n"
+         "  for s2 in 2\n"
          "    acc a2 f32 sum\n"
-         "    for s0 in 128 vector(8)\n"
-         "      a2 += b1[s0+s2*128]\n"
+         "    for s0 in 512 vector(8)\n"
+         "      a2 += b1[s0+s2*512]\n"
          "    a1 += a2\n"
          "  acc a3 f32 sum\n"
-         "  for s0 in 60 vector(8)\n"
-         "    a3 += b1[s0+640]\n"
+         "  for s0 in 176 vector(8)\n"
+         "    a3 += b1[s0+1024]\n"
          "  a1 += a3\n"
          "  a0 += a1\n"
          "  acc a4 f32 sum\n"
-         "  for s3 in 10\n"
+         "  for s3 in 3\n"
          "    acc a5 f32 sum\n"
-         "    for s1 in 128 vector(8)\n"
-         "      a5 += mul(b1[s1+s3*128+700], 2)\n"
+         "    for s1 in 512 vector(8)\n"
+         "      a5 += mul(b1[s1+s3*512+1200], 2)\n"
          "    a4 += a5\n"
          "  acc a6 f32 sum\n"
-         "  for s1 in 20 vector(8)\n"
-         "    a6 += mul(b1[s1+1980], 2)\n"
+         "  for s1 in 264 vector(8)\n"
+         "    a6 += mul(b1[s1+2736], 2)\n"
          "  a4 += a6\n"
          "  a0 += a4\n"
          "  b0[0] = a0\n");
