@@ -462,7 +462,8 @@ static int group_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex
 /* A dot's epilogue runs its three loops (batch, M, N) over each tile of the template: the loop passes only
  * simplify its indices (no split, cut, collapse, tile, marks or unroll of the tile's loops). */
 #define EPILOGUE_PASSES \
-    (LOOPOPT_NO_SPLIT | LOOPOPT_NO_GUARDS | LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL)
+    (LOOPOPT_NO_SPLIT | LOOPOPT_NO_GUARDS | LOOPOPT_NO_COLLAPSE | LOOPOPT_NO_TILE | LOOPOPT_NO_MARK | LOOPOPT_NO_UNROLL | \
+     LOOPOPT_NO_CASCADE)
 
 /* raw: the kernels as lowered, before the loop passes (compile_generic runs them on the generic kernels). */
 static int lower_steps(kn_ctx *ctx, Program *p, const Schedule *s, ExprTable *ex, int interp_only, int raw)

@@ -20,7 +20,8 @@
  *
  * Loops carry a kind that passes set and targets honour: serial, parallel
  * (split across threads), vector(width), unroll(factor), gpu_block,
- * gpu_thread. Passes never change what a kernel computes, only how.
+ * gpu_thread. Passes never change what a kernel computes, only how (but
+ * for the rounding of a float sum they regroup: loopopt.h, cascade).
  *
  * The text form above is what ir_print writes and ir_parse reads, so passes
  * are tested with golden dumps; ir_verify checks a kernel's invariants.
@@ -129,6 +130,12 @@ typedef struct {
     double imm;     /* IR_CONST: the value (integral for integer dtypes, 0 or 1 for bool) */
 } IrNode;
 
+/* A tmp buffer is the kernel's scratch, of a constant size, not the
+ * program's memory: a target gives each run of a top-level statement (each
+ * thread's range of a parallel loop) its own (the C target: a local array),
+ * so an iteration of a loop writes every tmp element it reads before
+ * reading it (the marks split loops over threads regardless of tmp); the
+ * program passes nothing for it (its node is 0, "none"). */
 typedef enum { BUF_IN, BUF_OUT, BUF_TMP } BufRole;
 
 typedef struct {

@@ -37,9 +37,16 @@
  * tensor (a column's sum) becomes tiles of 16 columns summed into the
  * output a row of the tile at a time (a vector loop); a transposing copy
  * becomes 16 x 16 tiles (then simplify again over the tiles' indices).
- * After mark, unroll: an innermost loop left serial, of extent 2 to 8 and a
- * small body, becomes LOOP_UNROLL(extent). loopopt.c has each rule.
- * Only serial loops are split, cut, collapsed, tiled or marked; kinds set before are kept.
+ * After mark, cascade: a float sum that would add more than 16 values in
+ * sequence (a vector loop's accumulator: 512, 16 a lane of 32) is fed by blocks
+ * of that many, each summed into an accumulator of its own that is added
+ * into one a level up, at most 16 to a level, so its rounding error grows
+ * with the log of the count (PyTorch's cascade sum); the only pass that
+ * changes a result's bits. Then unroll: an innermost loop left serial, of
+ * extent 2 to 8 and a small body, becomes LOOP_UNROLL(extent). loopopt.c
+ * has each rule.
+ * Only serial loops are split, cut, collapsed, tiled or marked; kinds set before are kept
+ * (a cascade's blocks keep their loop's).
  * Symbolic extents (shape symbols, IR_SHAPE_SYM) give no ranges, so
  * simplification never relies on a size's value, only on the one fact that
  * holds at every size: the var of a loop of extent E is in [0, E), so v%E is
@@ -59,7 +66,8 @@ enum {
     LOOPOPT_NO_TILE = 8,     /* skip tiling */
     LOOPOPT_NO_UNROLL = 16,  /* skip unroll marking */
     LOOPOPT_NO_SPLIT = 32,   /* skip loop splitting */
-    LOOPOPT_NO_GUARDS = 64   /* skip cutting loops at their masks' points */
+    LOOPOPT_NO_GUARDS = 64,  /* skip cutting loops at their masks' points */
+    LOOPOPT_NO_CASCADE = 128 /* skip cascading long float sums */
 };
 
 typedef struct {

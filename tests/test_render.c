@@ -1559,7 +1559,9 @@ static int same_three(const CIsa *isa, const char *text, int nb, const float *x,
  * and "streams prefetched ahead"): a row kernel of two passes over rows of
  * 1 KiB or more (a max, then x - max) prefetches the first pass's next
  * row, one of rows under
- * 1 KiB or of one pass does not; a long flat loop over buffers of 1 MiB or
+ * 1 KiB or of one pass does not, one whose first pass is a cascaded sum
+ * prefetches what its blocks read, the levels' vars at 0 (the rest past
+ * the last block is not); a long flat loop over buffers of 1 MiB or
  * more prefetches each stream's lines ahead (4 lines a block for f32, 8
  * for f64), a short one or one over small buffers does not. The results
  * are the scalar dialect's bit for bit, on one thread and on three, with
@@ -1584,6 +1586,20 @@ static void test_prefetch(const CIsa *isa)
                       "  for s0 in 33 parallel\n"
                       "    for s1 in 257 vector(8)\n"
                       "      b0[s0*257+s1] = exp(b1[s0*257+s1])\n";
+    const char *cascaded = "kernel cascaded(out b0 f32[33000], in b1 f32[33000])\n"
+                           "  for s0 in 33 parallel\n"
+                           "    acc a0 f32 sum\n"
+                           "    for s3 in 7\n"
+                           "      acc a1 f32 sum\n"
+                           "      for s1 in 128 vector(8)\n"
+                           "        a1 += b1[s0*1000+s1+s3*128]\n"
+                           "      a0 += a1\n"
+                           "    acc a2 f32 sum\n"
+                           "    for s1 in 104 vector(8)\n"
+                           "      a2 += b1[s0*1000+s1+896]\n"
+                           "    a0 += a2\n"
+                           "    for s2 in 1000 vector(8)\n"
+                           "      b0[s0*1000+s2] = sub(b1[s0*1000+s2], a0)\n";
     const char *flat = "kernel flat(out b0 f32[262147], in b1 f32[262147], in b2 f32[262147])\n"
                        "  for s0 in 262147 parallel\n"
                        "    b0[s0] = add(mul(b1[s0], 1.5), b2[s0])\n";
@@ -1596,6 +1612,9 @@ static void test_prefetch(const CIsa *isa)
     EXPECT(renders_with(isa, rows, "KN_PREFETCH(&b1[s0*257 + s1]);"), "%s: the next row is not prefetched", isa->name);
     EXPECT(!renders_with(isa, narrow, "KN_PREFETCH(&") && !renders_with(isa, one, "KN_PREFETCH(&"),
            "%s: a narrow row, or a row of one pass, is prefetched", isa->name);
+    EXPECT(renders_with(isa, cascaded, "const int64_t s3 = 0; (void)s3;") &&
+               renders_with(isa, cascaded, "for (int64_t s1 = 0; s1 < 896; s1 += 16) KN_PREFETCH(&b1[s0*1000 + s1 + s3*128]);"),
+           "%s: a cascaded first pass's next row is not prefetched", isa->name);
     EXPECT(renders_with(isa, flat, "KN_PREFETCH(&b2[s0] + 48);") && renders_with(isa, flat, "KN_PREFETCH(&b0[s0] + 0);"),
            "%s: a long flat loop's streams are not prefetched ahead", isa->name);
     EXPECT(renders_with(isa, vec, "KN_PREFETCH(&b1[s0] + 56);") && !renders_with(isa, few, "KN_PREFETCH(&"),
@@ -1605,6 +1624,10 @@ static void test_prefetch(const CIsa *isa)
     if (!CHECK(x)) return;
     for (int i = 0; i < F; i++) x[i] = (float)uniform(-3, 3);
     EXPECT(same_three(isa, rows, 2, x, 8481), "%s: prefetched rows differ from the scalar dialect's", isa->name);
+    for (int i = 0; i < 33000; i++) x[i] = (float)(i % 7 - 3); /* sums exact in any order */
+    EXPECT(same_three(isa, cascaded, 2, x, 33000), "%s: prefetched cascaded rows differ from the scalar dialect's",
+           isa->name);
+    for (int i = 0; i < 33000; i++) x[i] = (float)uniform(-3, 3);
     EXPECT(same_three(isa, flat, 3, x, F), "%s: a prefetched flat loop differs from the scalar dialect's", isa->name);
     free(x);
 }

@@ -497,10 +497,25 @@ static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
  * What qualifies (prefetch_pass): the first loop of x's body is innermost,
  * of constant extent, another loop follows it, and it loads a buffer at
  * unit stride in its var, at an index of x's var, a row of PF_MIN_BYTES
- * to PF_MAX_BYTES (larger rows would push the current one out of L1). */
+ * to PF_MAX_BYTES (larger rows would push the current one out of L1). A
+ * first loop that is a cascaded sum's levels (src/loopopt.c, cascade)
+ * counts by the innermost loop its first loops lead to: its row spans
+ * that loop's extent and what the levels' vars add, each at most its
+ * extent's bound (a min's constant); the prefetch takes those vars at 0. */
 #define PF_MIN_BYTES 1024
 #define PF_MAX_BYTES (32 << 10)
 #define PF_LOADS 8 /* distinct rows prefetched, at most */
+
+typedef struct {
+    const IrNode *at[PF_LOADS]; /* the loads */
+    int64_t span[PF_LOADS];     /* the elements of each one's row */
+    int n, levels[IR_MAX_NEST]; /* the levels' vars, taken at 0 */
+    int64_t top[IR_MAX_NEST];   /* and their largest values */
+    int nlev;
+    const IrNode *l;            /* the innermost loop */
+} Pf;
+
+static int lin(const ExprTable *t, ExprId e, int v, int64_t *a, int64_t *k);
 
 /* Index e is rest + s<v> with rest free of s<v>. */
 static int unit_stride(const ExprTable *t, ExprId e, int v)
@@ -517,37 +532,59 @@ static int unit_stride(const ExprTable *t, ExprId e, int v)
     return units == 1;
 }
 
-/* The first pass of loop x: its first statement that is a loop, if it
- * qualifies (above), with the loads to prefetch in at[] (*n of them). */
-static IrRef prefetch_pass(R *r, const IrNode *x, const IrNode **at, int *n)
+/* An extent's largest value: a constant's, or a min's constant. 1, or 0. */
+static int extent_bound(const ExprTable *t, ExprId e, int64_t *hi)
 {
-    *n = 0;
+    const ExprNode *x = expr_node(t, e);
+    if (expr_as_const(t, e, hi)) return 1;
+    return x && x->kind == EX_MIN && (expr_as_const(t, x->args[0], hi) || expr_as_const(t, x->args[1], hi));
+}
+
+/* The first pass of loop x: its first statement that is a loop, if it
+ * qualifies (above), with what to prefetch in *pf. */
+static IrRef prefetch_pass(R *r, const IrNode *x, Pf *pf)
+{
+    const ExprTable *t = r->k->ex;
+    pf->n = pf->nlev = 0;
     if (!r->isa || r->k->tile || x->kind != IR_LOOP) return 0;
     IrRef first = 0;
     for (IrRef s = x->child; s && s < r->k->n && !first; s = r->k->nodes[s].next)
         if (r->k->nodes[s].kind == IR_LOOP) first = s;
     const IrNode *l = stmt_at(r, first);
-    int64_t ext;
-    if (!l || !innermost(r, l) || !expr_as_const(r->k->ex, l->index, &ext)) return 0;
+    int64_t ext, a, k;
+    while (l && !innermost(r, l)) { /* a cascade's levels */
+        IrRef in = 0;
+        if (pf->nlev == IR_MAX_NEST || !extent_bound(t, l->index, &pf->top[pf->nlev])) return 0;
+        pf->levels[pf->nlev] = l->var, pf->top[pf->nlev++]--;
+        for (IrRef s = l->child; s && s < r->k->n && !in; s = r->k->nodes[s].next)
+            if (r->k->nodes[s].kind == IR_LOOP) in = s;
+        l = stmt_at(r, in);
+    }
+    if (!l || !expr_as_const(t, l->index, &ext)) return 0;
+    pf->l = l;
     int more = 0;
-    for (IrRef s = l->next; s && s < r->k->n && !more; s = r->k->nodes[s].next) more = r->k->nodes[s].kind == IR_LOOP;
+    for (IrRef s = r->k->nodes[first].next; s && s < r->k->n && !more; s = r->k->nodes[s].next)
+        more = r->k->nodes[s].kind == IR_LOOP;
     if (!more) return 0;
     for (IrRef s = l->child; s && s < r->k->n; s = r->k->nodes[s].next) {
         const IrNode *y = &r->k->nodes[s];
         if ((y->kind != IR_STORE && y->kind != IR_UPDATE) || !render_dag_build(r, y->a, s)) return 0;
         for (int i = 0; i < r->d->n; i++) {
             const IrNode *v = &r->k->nodes[r->d->v[i].ref];
+            int64_t span = ext;
             if (v->kind != IR_LOAD || v->a || v->buf < 0 || v->buf >= r->k->nbufs) continue;
-            double bytes = (double)ext * (double)kn_dtype_size((kn_dtype)r->k->bufs[v->buf].dtype);
-            if (bytes < PF_MIN_BYTES || bytes > PF_MAX_BYTES || !unit_stride(r->k->ex, v->index, l->var) ||
-                !expr_has_sym(r->k->ex, v->index, x->var))
+            for (int j = 0; j < pf->nlev && span; j++) /* what each level adds: a*(its largest value) */
+                span = lin(t, v->index, pf->levels[j], &a, &k) && a >= 0 ? span + a * pf->top[j] : 0;
+            double bytes = (double)span * (double)kn_dtype_size((kn_dtype)r->k->bufs[v->buf].dtype);
+            if (bytes < PF_MIN_BYTES || bytes > PF_MAX_BYTES || !unit_stride(t, v->index, l->var) ||
+                !expr_has_sym(t, v->index, x->var))
                 continue;
             int dup = 0;
-            for (int j = 0; j < *n; j++) dup |= at[j]->buf == v->buf && at[j]->index == v->index;
-            if (!dup && *n < PF_LOADS) at[(*n)++] = v;
+            for (int j = 0; j < pf->n; j++) dup |= pf->at[j]->buf == v->buf && pf->at[j]->index == v->index;
+            if (!dup && pf->n < PF_LOADS) pf->span[pf->n] = span, pf->at[pf->n++] = v;
         }
     }
-    return *n ? first : 0;
+    return pf->n ? first : 0;
 }
 
 /* After loop x's first pass: the lines its loads read at x's next
@@ -555,10 +592,10 @@ static IrRef prefetch_pass(R *r, const IrNode *x, const IrNode **at, int *n)
  * so the loads' indices render as they are. */
 void loop_put_prefetch(R *r, const IrNode *x, int level)
 {
-    const IrNode *at[PF_LOADS];
-    int n, v = x->var;
-    const IrNode *l = stmt_at(r, prefetch_pass(r, x, at, &n));
-    if (!l) return;
+    Pf pf;
+    int v = x->var;
+    if (!prefetch_pass(r, x, &pf)) return;
+    const IrNode *l = pf.l;
     indent(r->o, level);
     put(r->o, "if (s%d + 1 < ", v);
     render_put_index(r->o, r->k->ex, x->index, 1);
@@ -569,13 +606,18 @@ void loop_put_prefetch(R *r, const IrNode *x, int level)
     put(r->o, "{\n");
     indent(r->o, level + 2);
     put(r->o, "const int64_t s%d = s%d_n;\n", v, v);
-    for (int i = 0; i < n; i++) {
+    for (int j = 0; j < pf.nlev; j++) {
+        indent(r->o, level + 2);
+        put(r->o, "const int64_t s%d = 0; (void)s%d;\n", pf.levels[j], pf.levels[j]);
+    }
+    for (int i = 0; i < pf.n; i++) {
         indent(r->o, level + 2);
         put(r->o, "for (int64_t s%d = 0; s%d < ", (int)l->var, (int)l->var);
-        render_put_index(r->o, r->k->ex, l->index, 0);
-        put(r->o, "; s%d += %d) KN_PREFETCH(&b%d[", (int)l->var, 64 / (int)kn_dtype_size((kn_dtype)r->k->bufs[at[i]->buf].dtype),
-            (int)at[i]->buf);
-        render_put_index(r->o, r->k->ex, at[i]->index, 0);
+        if (pf.nlev) put(r->o, "%lld", (long long)pf.span[i]);
+        else render_put_index(r->o, r->k->ex, l->index, 0);
+        put(r->o, "; s%d += %d) KN_PREFETCH(&b%d[", (int)l->var, 64 / (int)kn_dtype_size((kn_dtype)r->k->bufs[pf.at[i]->buf].dtype),
+            (int)pf.at[i]->buf);
+        render_put_index(r->o, r->k->ex, pf.at[i]->index, 0);
         put_str(r->o, "]);\n");
     }
     indent(r->o, level + 1);
@@ -1558,9 +1600,8 @@ void loop_put_loop(R *r, const IrNode *x, int level)
     else if (x->dtype != LOOP_SERIAL && x->dtype <= LOOP_GPU_THREAD)
         put(r->o, " /* %s: serial here */", loop_kinds[x->dtype]);
     put_char(r->o, '\n');
-    const IrNode *at[PF_LOADS];
-    int npf;
-    IrRef row = r->pf_row, after = r->pf_after, first = level <= IR_MAX_NEST ? prefetch_pass(r, x, at, &npf) : 0;
+    Pf pf;
+    IrRef row = r->pf_row, after = r->pf_after, first = level <= IR_MAX_NEST ? prefetch_pass(r, x, &pf) : 0;
     if (first) r->pf_row = (IrRef)(x - r->k->nodes), r->pf_after = first;
     if (level <= IR_MAX_NEST) render_put_block(r, x->child, level + 1);
     r->pf_row = row, r->pf_after = after;

@@ -885,7 +885,13 @@ static void put_bufs(R *r, const uint8_t *bufused, int omit)
         if (omit && i < MAX_BUFS && !bufused[i]) continue;
         const char *t = bf->dtype < KN_NDTYPES ? render_dts[bf->dtype].store : "KN_BAD_DTYPE";
         const char *c = bf->role == BUF_IN ? "const " : "";
-        put(r->o, "    %s%s *%sb%d = (%s%s *)b[%d];", c, t, bf->shared ? "" : "restrict ", i, c, t, i);
+        int64_t n;
+        if (bf->role == BUF_TMP && expr_as_const(k->ex, bf->size, &n) && n > 0) /* the function's own (ir.h) */
+            put(r->o, "    %s b%d[%lld];", t, i, (long long)n);
+        else if (bf->role == BUF_TMP)
+            put(r->o, "    KN_BAD_TMP b%d;", i); /* does not compile: a tmp buffer's size is a positive constant */
+        else
+            put(r->o, "    %s%s *%sb%d = (%s%s *)b[%d];", c, t, bf->shared ? "" : "restrict ", i, c, t, i);
         if (i < MAX_BUFS && !bufused[i]) put(r->o, " (void)b%d;", i);
         put(r->o, " /* %s %s[", bf->role <= BUF_TMP ? roles[bf->role] : "?", kn_dtype_name((kn_dtype)bf->dtype));
         render_put_index(r->o, k->ex, bf->size, 0);
