@@ -1685,7 +1685,7 @@ static IrRef cs_value(Opt *o, IrRef r)
     case IR_LOAD: y = ir_load_at(k, x.buf, cs_fx(o, x.index), x.a ? cs_value(o, x.a) : 0); break;
     case IR_CHECK: y = ir_check(k, cs_value(o, x.a), x.index); break;
     case IR_INDEX: y = ir_index(k, cs_fx(o, x.index)); break;
-    case IR_RAND: y = ir_rand(k, x.seed, cs_fx(o, x.index)); break;
+    case IR_RAND: y = ir_rand(k, cs_value(o, x.a), cs_value(o, x.b), cs_fx(o, x.index)); break;
     case IR_ACCVAL: y = cs_acc_of(o, x.var) == x.var ? r : ir_accval(k, cs_acc_of(o, x.var)); break;
     case IR_OP:
         a = x.a ? cs_value(o, x.a) : 0, b = x.b ? cs_value(o, x.b) : 0, c = x.c ? cs_value(o, x.c) : 0;
