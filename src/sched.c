@@ -80,10 +80,11 @@ static int fused_ops(const Graph *g, const uint8_t *mat, const uint8_t *fused, u
     if (memo[v]) return memo[v] - 2;
     const Node *n = &g->nodes[v];
     int ops = fused[v] ? -1 : !is_view((Op)n->op);
-    for (int s = 0; s < n->nsrc && ops >= 0 && ops < 250; s++)
+    /* every source, also once the count saturates: a fused node further on still makes it -1 */
+    for (int s = 0; s < n->nsrc && ops >= 0; s++)
         if (!mat[n->src[s]]) {
             int o = fused_ops(g, mat, fused, memo, n->src[s]);
-            ops = o < 0 ? -1 : ops + o;
+            ops = o < 0 ? -1 : ops + o > 250 ? 250 : ops + o;
         }
     if (ops > 250) ops = 250;
     memo[v] = (uint8_t)(ops + 2);

@@ -242,6 +242,29 @@ int main(void)
     arena_free(&a6);
     end(ctx);
 
+    /* a row sum below a small value whose fused subtree counts over 250 ops (paths counted
+     * apart: 2^9 here) and that is broadcast into a larger kernel: if that value gets a kernel
+     * of its own, of shape (1, 1), the sum over (16, 1) must get one too (once the count
+     * saturated, the fused sum further on was not seen, and the kernel summed one element) */
+    int64_t s16x1[2] = {16, 1};
+    int dall[2] = {0, 1};
+    kn_tensor *cx = kn_randn(ctx, KN_F32, 2, s16x1), *cz = kn_randn(ctx, KN_F32, 2, (int64_t[]){1, 1});
+    begin(ctx);
+    kn_tensor *tv = cz, *sum;
+    for (int i = 0; i < 9; i++) tv = kn_add(ctx, kn_tanh(ctx, tv), tv);
+    sum = kn_sum(ctx, cx, dall, 2, 1);
+    tv = kn_div(ctx, kn_scalar(ctx, 1.0), kn_add(ctx, tv, sum)); /* the long operand first */
+    kn_tensor *cy = kn_mul(ctx, cx, tv);
+    Arena a7;
+    Schedule s7;
+    arena_init(&a7, ctx);
+    CHECK(sched_build(ctx, ctx->trace, &cy->node, 1, &a7, &s7) == 0);
+    CHECK_MSG(!s7.materialised[tv->node] || s7.materialised[sum->node],
+              "a (1, 1) kernel holds the sum over (16, 1): value a buffer %d, sum a buffer %d",
+              s7.materialised[tv->node], s7.materialised[sum->node]);
+    arena_free(&a7);
+    end(ctx);
+
     kn_ctx_free(ctx);
     TEST_END("sched");
 }
