@@ -1429,11 +1429,8 @@ static kn_status region_build(Capture *c, Graph *g, kn_tensor *o, uint32_t *outs
     cn.dtype = o->dtype;
     cn.ndim = o->ndim;
     memcpy(cn.shape, o->shape, o->ndim * sizeof(Dim));
-    cn.p.i[0] = g->ninputs;
-    cn.p.n = 1;
-    uint32_t cot_node = graph_add(g, &cn);
+    uint32_t cot_node = graph_input(g, &cn); /* input_vals has no tensor for it: source_of knows it by node */
     if (!cot_node) return kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
-    g->ninputs++; /* input_vals has no tensor for it: source_of knows it by node */
     kn_tensor *cot = tensor_symbolic(ctx, (kn_dtype)o->dtype, o->ndim, o->shape, cot_node);
     if (!cot) return ctx->status;
     cot->trace_serial = g->serial;
@@ -1669,21 +1666,14 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
         n.dtype = in[k]->dtype;
         n.ndim = in[k]->ndim;
         memcpy(n.shape, shapes ? shapes[k] : in[k]->shape, in[k]->ndim * sizeof(Dim));
-        n.p.i[0] = g->ninputs;
-        n.p.n = 1;
-        uint32_t id = graph_add(g, &n);
-        if (g->ninputs == g->input_cap) {
-            uint32_t capi = g->input_cap ? 2 * g->input_cap : 16;
-            kn_tensor **v = arena_grow(&g->arena, g->input_vals, g->input_cap * sizeof *v, capi * sizeof *v);
-            if (v) g->input_vals = v, g->input_cap = capi;
-        }
-        stand[k] = id && g->ninputs < g->input_cap ? tensor_symbolic(ctx, (kn_dtype)n.dtype, n.ndim, n.shape, id) : NULL;
+        uint32_t id = graph_input(g, &n);
+        stand[k] = id ? tensor_symbolic(ctx, (kn_dtype)n.dtype, n.ndim, n.shape, id) : NULL;
         if (!stand[k]) {
             s = ctx->status ? ctx->status : kn_errs(ctx, KN_ENOMEM, "out of memory tracing %s", f->name);
             break;
         }
         stand[k]->trace_serial = g->serial;
-        g->input_vals[g->ninputs++] = stand[k];
+        g->input_vals[n.p.i[0]] = stand[k];
         if (e->ing[k].reqgrad) stand[k]->flags |= TF_REQGRAD;
     }
     for (int k = 0; k < nout; k++) out[k] = NULL;

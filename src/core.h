@@ -161,6 +161,9 @@ typedef struct {
 Graph *graph_new(kn_ctx *ctx);
 void graph_free(Graph *g);
 uint32_t graph_add(Graph *g, const Node *n); /* interned; 0 on out of memory */
+/* n as the graph's next input (op and index set here), with a NULL slot in input_vals for its
+ * tensor; 0 on out of memory */
+uint32_t graph_input(Graph *g, Node *n);
 int graph_verify(kn_ctx *ctx, const Graph *g); /* 0 ok, else error set */
 size_t graph_dump(const Graph *g, char *buf, size_t cap); /* text; returns length needed */
 

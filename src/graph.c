@@ -71,6 +71,23 @@ static int rehash(Graph *g)
     return 1;
 }
 
+uint32_t graph_input(Graph *g, Node *n)
+{
+    if (g->ninputs == g->input_cap) {
+        uint32_t cap = g->input_cap ? 2 * g->input_cap : 16;
+        kn_tensor **v = arena_grow(&g->arena, g->input_vals, g->input_cap * sizeof *v, cap * sizeof *v);
+        if (!v) return 0;
+        g->input_vals = v;
+        g->input_cap = cap;
+    }
+    n->op = OP_INPUT;
+    n->p.i[0] = g->ninputs;
+    n->p.n = 1;
+    uint32_t id = graph_add(g, n);
+    if (id) g->input_vals[g->ninputs++] = NULL;
+    return id;
+}
+
 uint32_t graph_add(Graph *g, const Node *n)
 {
     uint32_t k = node_hash(n) & (g->hcap - 1);

@@ -238,18 +238,9 @@ static uint32_t trace_node_of(kn_ctx *ctx, kn_tensor *t)
     n.ndim = t->ndim;
     memcpy(n.shape, t->shape, t->ndim * sizeof(Dim));
     Graph *g = ctx->trace;
-    if (g->ninputs == g->input_cap) {
-        uint32_t cap = g->input_cap ? 2 * g->input_cap : 16;
-        kn_tensor **v = arena_grow(&g->arena, g->input_vals, g->input_cap * sizeof *v, cap * sizeof *v);
-        if (!v) return 0;
-        g->input_vals = v;
-        g->input_cap = cap;
-    }
-    n.p.i[0] = g->ninputs;
-    n.p.n = 1;
-    t->node = graph_add(g, &n);
+    t->node = graph_input(g, &n);
     t->trace_serial = g->serial;
-    if (t->node) g->input_vals[g->ninputs++] = t;
+    if (t->node) g->input_vals[n.p.i[0]] = t;
     return t->node;
 }
 
