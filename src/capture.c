@@ -1245,6 +1245,13 @@ static kn_status break_bind(Capture *c, BreakRegion *r, const Graph *g, const ui
 /* Ends the current graph: at a break (t: the tensor read) or at the end of
  * the body (out: its outputs). Compiles the segment and, at a break, runs it
  * and makes every live traced tensor concrete. */
+/* A value an earlier graph of this trace computed (concrete since its break) whose gradient the tape
+ * reaches: an output that is one differentiates through that graph's region */
+static int earlier_value(const Capture *c, const kn_tensor *t)
+{
+    return t->st && t->tape_seq > c->tape_start && t->tape_epoch == c->f->ctx->tape_epoch;
+}
+
 static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out, int nout)
 {
     kn_fn *f = c->f;
@@ -1328,7 +1335,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
     int dout = -1; /* the differentiable output, if a region is needed */
     if (!s && !brk && ctx->grad_enabled && !c->backward) {
         for (int k = 0; k < nout && !s; k++)
-            if (is_traced(ctx, out[k]) && (out[k]->flags & TF_REQGRAD)) {
+            if ((is_traced(ctx, out[k]) || earlier_value(c, out[k])) && (out[k]->flags & TF_REQGRAD)) {
                 if (dout >= 0)
                     s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: out[%d] and out[%d] both require grad; a compiled "
                                 "backward supports one differentiable output", f->name, dout, k);
