@@ -1013,8 +1013,9 @@ static int value_src(Capture *c, kn_tensor *t, uint32_t *outs, int *nouts, int c
     }
     for (int k = 0; k < c->e->nin; k++)
         if (t == c->stand[k]) return *src = (Src){SRC_IN, k, 0}, KN_OK;
-    for (int i = 0; i < c->nknown; i++)
-        if (c->known[i].t == t && c->known[i].hold->st == t->st) return *src = c->known[i].src, KN_OK;
+    for (int i = 0; i < c->nknown; i++) /* the value itself, or another handle of it (kn_detach's) */
+        if ((c->known[i].t == t || tensor_same_layout(c->known[i].t, t)) && c->known[i].hold->st == t->st)
+            return *src = c->known[i].src, KN_OK;
     for (int i = 0; c->f->o.params && i < c->f->o.nparams; i++)
         if (c->f->o.params[i] == t) return *src = (Src){SRC_PARAM, i, 0}, KN_OK;
     if (!t->st) return kn_errs(ctx, KN_EINVAL, "%s: an output comes from an earlier trace", c->f->name);

@@ -342,6 +342,7 @@ uint32_t autodiff_tape_len(const kn_ctx *ctx);
 void autodiff_forget_leaf(kn_ctx *ctx, kn_tensor *leaf); /* a leaf is being freed */
 void autodiff_scope_begin(kn_ctx *ctx);                  /* remember the tape's length */
 void autodiff_scope_end(kn_ctx *ctx);                    /* drop entries nothing alive refers to */
+int tensor_same_layout(const kn_tensor *a, const kn_tensor *b); /* dtype, shape, strides and offset */
 kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* eager: copy values into dst's storage */
 /* A region (a compiled function run by kn_call, or a graph of it): out[0..nout) depend on in[0..nin);
  * backward calls fn once with the outputs' cotangents g[0..nout) (NULL: none reached that output) to fill

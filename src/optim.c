@@ -81,13 +81,6 @@ static void copy_from_buf(kn_tensor *dst, const char *buf)
     }
 }
 
-static int same_layout(const kn_tensor *a, const kn_tensor *b)
-{
-    return a->dtype == b->dtype && a->ndim == b->ndim && a->offset == b->offset &&
-           memcmp(a->shape, b->shape, a->ndim * sizeof *a->shape) == 0 &&
-           memcmp(a->stride, b->stride, a->ndim * sizeof *a->stride) == 0;
-}
-
 static kn_status assign_checks(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
 {
     if (!tensor_check(ctx, dst, "dst") || !tensor_check(ctx, src, "src")) return ctx->status;
@@ -119,7 +112,7 @@ kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
         op_leave(ctx, saved);
         return s;
     }
-    if (s == KN_OK && src->st == dst->st && !same_layout(dst, src)) {
+    if (s == KN_OK && src->st == dst->st && !tensor_same_layout(dst, src)) {
         size_t bytes = (size_t)tensor_numel(dst->ndim, dst->shape) * kn_dtype_size((kn_dtype)dst->dtype);
         char *buf = kn_alloc(ctx, bytes);
         if (bytes && !buf) s = kn_errs(ctx, KN_ENOMEM, "out of memory for a %zu-byte copy of src", bytes);

@@ -474,3 +474,10 @@ kn_tensor *kn_scalar_int(kn_ctx *ctx, int64_t v)
     }
     return LEAVE(ctx, t);
 }
+
+int tensor_same_layout(const kn_tensor *a, const kn_tensor *b)
+{
+    return a->dtype == b->dtype && a->ndim == b->ndim && a->offset == b->offset &&
+           memcmp(a->shape, b->shape, a->ndim * sizeof *a->shape) == 0 &&
+           memcmp(a->stride, b->stride, a->ndim * sizeof *a->stride) == 0;
+}

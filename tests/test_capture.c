@@ -489,6 +489,40 @@ static void test_break_output(int bi)
     kn_ctx_free(ctx);
 }
 
+/* An output that is another handle of a value made before a graph break (kn_detach's shares its
+ * storage): it is that value of this call, not the one the trace computed (which every later call
+ * returned) */
+static kn_status detached_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    kn_tensor *p = *(kn_tensor **)user;
+    double v;
+    (void)nin, (void)nout;
+    kn_tensor *h = kn_relu(ctx, kn_mul(ctx, in[0], p));
+    if (kn_item(ctx, kn_mean(ctx, p, NULL, 0, 0), &v)) return kn_last_status(ctx);
+    out[0] = kn_detach(ctx, h);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_break_detached(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    int64_t n = 3;
+    float xv[3] = {1, -1, 2}, pv[3] = {1, 2, -0.5f};
+    kn_tensor *p = kn_keep(ctx, kn_tensor_from(ctx, KN_F32, 1, &n, pv));
+    kn_compile_opts o = {.backend = backends[bi], .params = &p, .nparams = 1, .name = "detached"};
+    kn_fn *f = kn_compile(ctx, detached_body, &p, &o);
+    for (int c = 0; c < 3; c++) {
+        for (int i = 0; i < 3; i++) xv[i] = -xv[i] + 0.5f * (float)c;
+        kn_tensor *x = kn_tensor_from(ctx, KN_F32, 1, &n, xv), *got = NULL, *want = NULL;
+        CHECK(detached_body(ctx, &p, &x, 1, &want, 1) == KN_OK);
+        CHECK_MSG(kn_call(f, &x, 1, &got, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK_MSG(got && max_diff(ctx, got, want) == 0, "%s call %d: the detached output differs from eager's",
+                  bname[bi], c);
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
 /* (b) the whole step compiled: losses, params and buffers follow eager; reads: values the body reads before
  * its backward (a loss logged with kn_item), graph breaks the backward runs through */
 static void test_step(int bi, const char *name, ModelCfg cfg, int sgd, int reads)
@@ -1053,6 +1087,7 @@ int main(void)
         test_region_break(bi);
         test_break_unused(bi);
         test_break_output(bi);
+        test_break_detached(bi);
         test_step(bi, "gpt", gpt, 0, 0);
         test_in_place(bi);
         test_step(bi, "smallcnn", small, 1, 0);
