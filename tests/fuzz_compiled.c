@@ -80,9 +80,13 @@ enum { CL_RAND, CL_EMPTY, CL_LONGSUM, CL_ITEMBWD, CL_FMOD, CL_CUMSUM, CL_VIEWWRI
        CL_DYNSPEC, NCLASS };
 static const char *const class_name[NCLASS] = {"rand", "empty", "longsum", "itembwd", "fmod", "cumsum",
                                                "viewwrite", "passgrad", "viewnc", "dynspec"};
-static int with[NCLASS];
+/* which classes a run includes: the fixed ones by default (a regression in them is a failure like any
+ * other), the open ones only when asked for */
+static int with[NCLASS] = {[CL_RAND] = 1, [CL_EMPTY] = 1, [CL_LONGSUM] = 1, [CL_ITEMBWD] = 1, [CL_FMOD] = 1,
+                           [CL_CUMSUM] = 1};
 
 static int verbose;
+static int64_t long_max = INT64_MAX; /* programs with a longer reduction are skipped (the CI set: 10^6) */
 
 /* ---- a small generator: splitmix64 ---- */
 
@@ -1920,7 +1924,7 @@ static void gen(Prog *p, uint64_t seed, int index)
     for (int n = 1 + rnd(&g.r, 3); n > 0; n--) p->var[p->nvars++] = pick_size(&g);
     int c = rnd(&g.r, 100);
     p->grad = c < 45 ? G_NONE : c < 72 ? G_INSIDE : G_OUTSIDE;
-    g.breaks_ok = p->grad == G_NONE || (p->grad == G_INSIDE && with[CL_ITEMBWD]);
+    g.breaks_ok = p->grad == G_NONE || with[CL_ITEMBWD]; /* a backward inside the body or after the call */
     if (with[CL_LONGSUM] && chance(&g.r, 10)) { /* one long reduction */
         static const int64_t longs[] = {100003, 1000000, 4000037, 10000000};
         Dim d[2] = {cdim(longs[rnd(&g.r, 4)]), cdim(1)};
@@ -2423,6 +2427,9 @@ static void child_run(const Prog *p, int mask, int fd)
     if (!with[CL_EMPTY] && e->zero_dim) snprintf(skip, sizeof skip, "a size-0 dim (class empty)");
     if (!with[CL_LONGSUM] && e->maxred > LONG_LIMIT)
         snprintf(skip, sizeof skip, "a reduction of %lld elements (class longsum)", (long long)e->maxred);
+    else if (e->maxred > long_max)
+        snprintf(skip, sizeof skip, "a reduction of %lld elements (the CI set's are at most %lld: make fuzz runs them)",
+                 (long long)e->maxred, (long long)long_max);
     if (!with[CL_VIEWWRITE] && (e->alias_step || (p->optim && views_param(p))))
         snprintf(skip, sizeof skip, "an output is a view of a parameter the body's optimizer step writes (class viewwrite)");
     if (!with[CL_PASSGRAD] && e->alias_leaf && p->grad == G_OUTSIDE)
@@ -2717,6 +2724,7 @@ int main(int argc, char **argv)
     } else { /* the CI set: fixed seeds; backend c (a run of the system compiler per program, cached
               * on disk) for the first CI_C programs of each only */
         int mask = backend_mask;
+        long_max = 1000000;
         for (uint64_t s = 1; s <= CI_SEEDS; s++)
             for (int i = 0; i < (count ? count : CI_PROGRAMS); i++) {
                 backend_mask = i < CI_C ? mask : mask & ~1;
