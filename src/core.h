@@ -5,7 +5,8 @@
  * Module prefixes: arena_ (arena.c), ctx_/err (ctx.c), tensor_ (tensor.c),
  * prim_ (prim.c), interp_ (interp.c), graph_ (graph.c), expr_/dim_ (expr.c),
  * dt_ (dtype.c), autodiff_ (autodiff.c), partition_/graph_run (partition.c),
- * opslist_ (opslist.c). Everything else is static in its file.
+ * composite_ (composite.c), opslist_ (opslist.c). Everything else is static
+ * in its file.
  */
 #ifndef KN_CORE_H
 #define KN_CORE_H
@@ -15,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "composite.h"
 #include "kiln.h"
 #include "ops.h"
 
@@ -81,7 +83,7 @@ typedef struct {
     int32_t axis;               /* iota axis */
     uint8_t dtype;              /* cast, full, iota, rand, input */
     uint8_t n;                  /* entries of i in use */
-    uint8_t origin;             /* gather, scatter_add: 1 + the composite that made it (opslist_composite), or 0 */
+    uint8_t origin;             /* gather, scatter_add: 1 + the composite that made it (composite_name), or 0 */
     uint8_t ix;                 /* gather: what its index stands for (IndexUse) */
 } Params;
 
@@ -361,8 +363,6 @@ void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
 
 /* ---- kiln ops (opslist.c) ---- */
 int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */
-const char *opslist_composite(int i); /* the i-th composite's name; NULL past the end */
-int opslist_find(const char *public_op); /* "kn_NAME": 1 + NAME's index among the composites, or 0 */
 
 /* ---- eager ops through compiled single-op kernels (eager.c) ---- */
 typedef struct {
