@@ -201,7 +201,6 @@ static void report_skip(B *b, const char *suite, const char *cse, const char *im
 
 /* ---- timing ---- */
 
-static double now_ms(void) { return (double)port_now_ns() / 1e6; }
 
 typedef int (*RunFn)(void *arg); /* 0 ok */
 
@@ -260,9 +259,9 @@ static int measure_sides(B *b, Side *sd, int ns)
         for (int j = 0; j < ns; j++) {
             Side *d = &sd[j];
             if (i >= d->n || d->bad) continue;
-            double t0 = now_ms();
+            double t0 = port_now_ms();
             for (int r = 0; r < d->reps && !d->bad; r++) d->bad = d->f(d->arg) != 0;
-            d->t[i] = (now_ms() - t0) / d->reps;
+            d->t[i] = (port_now_ms() - t0) / d->reps;
         }
     for (int j = 0; j < ns; j++) {
         Side *d = &sd[j];
@@ -331,9 +330,9 @@ static Program *trace_compile(kn_ctx *ctx, Build f, kn_tensor *const *in, Compil
     CompileOpts o;
     memset(&o, 0, sizeof o);
     o.backend = be;
-    double t0 = now_ms();
+    double t0 = port_now_ms();
     Program *p = compile_graph(ctx, *g, &y->node, 1, &o);
-    *ms = now_ms() - t0;
+    *ms = port_now_ms() - t0;
     return p;
 }
 
@@ -541,9 +540,9 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
             snprintf(note, 256, "compile %.1f ms; %d kernels on %s; %d thread%s; %s", cms, st.kernels,
                      st.backend, th, th > 1 ? "s" : "", checked);
         }
-        t0 = now_ms();
+        t0 = port_now_ms();
         int bad = fn(arg);
-        double t1 = now_ms() - t0;
+        double t1 = port_now_ms() - t0;
         if (bad) {
             report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
             kn_clear_error(ctx);
@@ -755,9 +754,9 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
     for (int pass = 0; pass < 2; pass++) {
         cr[pass] = (CopyRun){xs, dst, n, pass ? 1 : 4 * threads};
         memset(dst, 0, n * sizeof *dst);
-        t0 = now_ms();
+        t0 = port_now_ms();
         run_copy(&cr[pass]);
-        sd[pass] = (Side){run_copy, &cr[pass], now_ms() - t0, 0, 0, {0}, {0, 0, 0, 0}, 0};
+        sd[pass] = (Side){run_copy, &cr[pass], port_now_ms() - t0, 0, 0, {0}, {0, 0, 0, 0}, 0};
         snprintf(notes[pass], sizeof notes[pass], "read + write of the same bytes, on %d thread%s%s", pass ? 1 : threads,
                  pass || threads == 1 ? "" : "s", pass ? "" : " (the kernels' pool and pieces)");
         if (memcmp(dst, xs, n * sizeof *dst)) report_err(b, S, cse, impls[pass], "ms", "memcpy result differs", 1);
@@ -777,9 +776,9 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
         program_stats(p[i], &st);
         program_set_reuse(p[i], PROGRAM_POOL); /* as kn_compile's default mode runs it */
         pr[i] = (ProgRun){ctx, p[i], g[i], 1, y, n};
-        t0 = now_ms();
+        t0 = port_now_ms();
         int bad = run_prog(&pr[i]);
-        double t1 = now_ms() - t0;
+        double t1 = port_now_ms() - t0;
         double e = bad ? INFINITY : ops_err(kind, xs, y, kind == K_CHAIN ? 1 : rows, kind == K_CHAIN ? (int64_t)n : cols);
         if (bad) {
             report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
@@ -950,9 +949,9 @@ static void compile_bench(B *b, kn_ctx *ctx)
                 }
             }
 #endif
-            double t0 = now_ms();
+            double t0 = port_now_ms();
             Program *p = compile_graph(ctx, g, outs, 5, &co);
-            double t = now_ms() - t0;
+            double t = port_now_ms() - t0;
             if (!p) {
                 report_err(b, S, "mlp-joint", impl, "ms", kn_last_error(ctx), 1);
                 kn_clear_error(ctx);

@@ -117,7 +117,6 @@ int cli_explain(int argc, char **argv)
 
 /* ---- bench train | infer | dispatch ---- */
 
-static double now_ms(void) { return (double)port_now_ns() / 1e6; }
 
 static int cmp(const void *a, const void *b)
 {
@@ -170,13 +169,13 @@ static int bench_dispatch(int json)
             rc = 1;
         }
         for (int r = 0; r < 31 && !rc; r++) { /* each sample: the mean of 2000 calls */
-            double t0 = now_ms();
+            double t0 = port_now_ms();
             for (int i = 0; i < 2000; i++) {
                 kn_scope_begin(ctx);
                 kn_call(f, in, 10, out, 1);
                 kn_scope_end(ctx);
             }
-            v[r] = (now_ms() - t0) * 1e3 / 2000;
+            v[r] = (port_now_ms() - t0) * 1e3 / 2000;
         }
         if (!rc) emit(json, "dispatch", b < 2 ? "10-input add" : "10-input add/ro", names[b % 2], "us", v, 31, 1);
         kn_fn_free(f);
@@ -223,12 +222,12 @@ static int bench_one(const char *suite, const char *name, int json, int quick, c
         snprintf(cse, sizeof cse, "%s/%s", name, suite);
         double v[64], first = 0;
         int n = 0, steps = quick ? 5 : 30, warm = quick ? 1 : 5;
-        double budget = quick ? 20e3 : 120e3, start = now_ms();
-        for (int s = 0; s < warm + steps && (s <= warm || now_ms() - start < budget); s++) {
+        double budget = quick ? 20e3 : 120e3, start = port_now_ms();
+        for (int s = 0; s < warm + steps && (s <= warm || port_now_ms() - start < budget); s++) {
             kn_scope_begin(ctx);
-            double t0 = now_ms();
+            double t0 = port_now_ms();
             kn_status st = f ? kn_call(f, in, 2, out, 1) : step_body(ctx, &w, in, 2, out, 1);
-            double dt = now_ms() - t0;
+            double dt = port_now_ms() - t0;
             double val = st ? NAN : value_of(ctx, out[0]);
             kn_scope_end(ctx);
             if (s == 0) { /* the check: the first step's loss against eager's */
