@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "composite.h"
+#include "hash.h"
 #include "kiln.h"
 #include "ops.h"
 
@@ -41,11 +42,6 @@ void kn_dealloc(kn_ctx *ctx, void *p, size_t n);
  * it cannot grow. */
 void *ctx_scratch(void *owner, size_t bytes);
 int kn_mul_overflows(size_t a, size_t b, size_t *out); /* 1 if a * b overflows */
-/* A hash of n bytes taken 8 at a time, for the interning tables (whole nodes
- * of ~200 bytes: hashing them a byte at a time was most of graph_add) and the
- * program cache. Depends on the byte order: for tables in memory, or files
- * that only this build of kiln reads. */
-uint64_t kn_hash(const void *p, size_t n);
 
 /* ---- arenas: compile-time structures, freed in one call ---- */
 typedef struct ArenaBlock ArenaBlock;

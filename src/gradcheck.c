@@ -1031,12 +1031,7 @@ static void compare_input(const Check *k, Case *c, int v, int i, kn_tensor *w, T
     }
 }
 
-static uint64_t seed_of(const char *name, int v) /* FNV-1a */
-{
-    uint64_t h = UINT64_C(14695981039346656037);
-    for (; *name; name++) h = (h ^ (uint8_t)*name) * UINT64_C(1099511628211);
-    return h ^ (uint64_t)v;
-}
+static uint64_t seed_of(const char *name, int v) { return kn_hash_more(kn_hash(name, strlen(name)), &v, sizeof v); }
 
 static void check_case(const Check *k, int v, Tally *t)
 {
