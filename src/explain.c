@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
 #include "train.h"
 #include "models.h"
 #include "../port/port.h"
@@ -129,11 +130,13 @@ static void emit(int json, const char *suite, const char *cse, const char *impl,
 {
     qsort(v, (size_t)n, sizeof *v, cmp);
     double med = n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : NAN;
-    if (json)
-        printf("{\"suite\": \"%s\", \"case\": \"%s\", \"impl\": \"%s\", \"metric\": \"%s\", \"median\": %.6g, "
-               "\"min\": %.6g, \"max\": %.6g, \"n\": %d, \"batch\": %lld, \"threads\": %d}\n",
-               suite, cse, impl, metric, med, n ? v[0] : NAN, n ? v[n - 1] : NAN, n, (long long)batch, port_threads());
-    else
+    if (json) {
+        char line[1400];
+        double v3[3] = {med, n ? v[0] : NAN, n ? v[n - 1] : NAN};
+        bench_json(&(BenchRecord){suite, cse, impl, metric, n ? v3 : NULL, n, .batch = batch, .threads = port_threads()},
+                   line, sizeof line);
+        puts(line);
+    } else
         printf("%-8s %-18s %-12s %-6s median %10.4g  min %10.4g  max %10.4g  n %d\n", suite, cse, impl, metric, med,
                n ? v[0] : NAN, n ? v[n - 1] : NAN, n);
     fflush(stdout);
