@@ -12,7 +12,12 @@ endif
 LDLIBS  := -lm
 
 B       := build
-LIBSRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard targets/c/*.c) port/posix.c port/jit_tcc.c
+# The dataset reader (IDX files, gzip through zlib) is the CLI's, not the
+# library's: it is linked, with -lz, into build/kiln and the test that reads
+# datasets (test_io) only, and the wasm32 and Cortex-M libraries leave it out.
+DATASRC := src/data.c src/gz.c
+DATAOBJ := $(patsubst %.c,$(B)/obj/%.o,$(DATASRC))
+LIBSRC  := $(filter-out src/main.c $(DATASRC),$(wildcard src/*.c)) $(wildcard targets/c/*.c) port/posix.c port/jit_tcc.c
 LIBOBJ  := $(patsubst %.c,$(B)/obj/%.o,$(LIBSRC))
 TESTS   := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 
@@ -55,12 +60,18 @@ $(B)/libkiln.a: $(LIBOBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/kiln: src/main.c $(B)/libkiln.a
-	$(CC) $(CFLAGS) $< $(B)/libkiln.a $(LDLIBS) -o $@
+$(B)/kiln: src/main.c $(DATAOBJ) $(B)/libkiln.a
+	$(CC) $(CFLAGS) $< $(DATAOBJ) $(B)/libkiln.a $(LDLIBS) -lz -o $@
 
 $(B)/tests/%: tests/%.c tests/*.h tests/ref/*.h $(B)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $< $(B)/libkiln.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Isrc $(TEST_DATA) $< $(B)/libkiln.a $(LDLIBS) $(TEST_LIBS) -o $@
+
+# test_io reads datasets where the reader is linked (KN_TEST_DATA: natively);
+# its cross builds test the rest.
+$(B)/tests/test_io: $(DATAOBJ)
+$(B)/tests/test_io: TEST_DATA = -DKN_TEST_DATA $(DATAOBJ)
+$(B)/tests/test_io: TEST_LIBS = -lz
 
 # What the tests need (apt-get, as root; skips what is installed). Every
 # target below that builds or runs installs its part first, then builds in a

@@ -15,6 +15,9 @@
 /* monotonic clock in nanoseconds; 0 where there is none */
 uint64_t port_now_ns(void);
 
+/* the same clock in milliseconds, for timings people read */
+static inline double port_now_ms(void) { return (double)port_now_ns() / 1e6; }
+
 /* one line of diagnostics (no newline in s); the default log sink */
 void port_log(const char *s);
 

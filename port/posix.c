@@ -5,11 +5,11 @@
  * PORT_TCC through jit_tcc.c (libtcc in memory), PORT_CC through the system
  * compiler and dlopen, with a cache on disk:
  *
- *   key    FNV-1a 64 over the format version, the compiler command, the first
+ *   key    kn_hash over the format version, the compiler command, the first
  *          line of its --version (run once per process), the flags and the
  *          source, with a NUL between fields; 16 hex digits
  *   entry  <cache dir>/<key>.so: the compiler's shared object followed by a
- *          32-byte trailer: "KILNSO01", key, body size, FNV-1a 64 of the body
+ *          32-byte trailer: "KILNSO02", key, body size, kn_hash of the body
  *          (little-endian; the ELF loader never reads past its segments)
  *
  * An entry is checked before dlopen, so a truncated file is never mapped: a
@@ -22,6 +22,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _GNU_SOURCE /* dladdr (port_build_id) */
 #include "stdio_port.h"
+#include "../src/hash.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -227,8 +228,8 @@ void *jit_tcc_sym(void *state, const char *name);
 void jit_tcc_delete(void *state);
 int jit_tcc_available(void);
 
-#define JIT_FORMAT "kiln-jit-1" /* bump when the flags, trailer or layout change */
-#define JIT_MAGIC "KILNSO01"
+#define JIT_FORMAT "kiln-jit-2" /* bump when the flags, trailer or layout change */
+#define JIT_MAGIC "KILNSO02"
 #define JIT_TRAILER 32
 #define JIT_PATH 4096
 
@@ -237,17 +238,8 @@ struct PortModule {
     void *handle; /* TCCState *, or dlopen's handle */
 };
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3u;
-    return h;
-}
-
-#define FNV_BASIS 0xcbf29ce484222325u
-
 /* a string and its terminating NUL, so that fields cannot run into each other */
-static uint64_t fnv1a_str(uint64_t h, const char *s) { return fnv1a(h, s, strlen(s) + 1); }
+static uint64_t hash_str(uint64_t h, const char *s) { return kn_hash_more(h, s, strlen(s) + 1); }
 
 static void put64(unsigned char *p, uint64_t v)
 {
@@ -373,7 +365,7 @@ static int identity_file(const char *cmd, char *file)
     if (!compiler_file(cmd, path, &st) || !cache_dir(dir, why)) return 0;
     uint64_t v[4] = {(uint64_t)st.st_size, (uint64_t)st.st_ino, (uint64_t)st.st_mtim.tv_sec,
                      (uint64_t)st.st_mtim.tv_nsec};
-    uint64_t h = fnv1a(fnv1a_str(fnv1a_str(FNV_BASIS, cmd), path), v, sizeof v);
+    uint64_t h = kn_hash_more(hash_str(hash_str(0, cmd), path), v, sizeof v);
     return snprintf(file, JIT_PATH, "%.4000s/cc-%016" PRIx64 ".id", dir, h) < JIT_PATH;
 }
 
@@ -489,7 +481,7 @@ static int load(const char *entry, uint64_t key, void **h, char *why)
     if (size < JIT_TRAILER || memcmp(t, JIT_MAGIC, 8) != 0) bad = "no kiln trailer (corrupt or from another version)";
     else if (get64(t + 8) != key) bad = "stale: built for another key";
     else if (get64(t + 16) != size - JIT_TRAILER) bad = "corrupt: wrong size";
-    else if (get64(t + 24) != fnv1a(FNV_BASIS, data, size - JIT_TRAILER)) bad = "corrupt: wrong checksum";
+    else if (get64(t + 24) != kn_hash(data, size - JIT_TRAILER)) bad = "corrupt: wrong checksum";
     free(data);
     if (bad) {
         snprintf(why, 256, "%.120s: %s", entry, bad);
@@ -517,7 +509,7 @@ static int add_trailer(const char *path, uint64_t key, char *why)
     memcpy(t, JIT_MAGIC, 8);
     put64(t + 8, key);
     put64(t + 16, size);
-    put64(t + 24, fnv1a(FNV_BASIS, data, size));
+    put64(t + 24, kn_hash(data, size));
     free(data);
     FILE *f = fopen(path, "ab");
     int ok = f && fwrite(t, 1, sizeof t, f) == sizeof t;
@@ -717,11 +709,11 @@ static PortModule *jit_cc(const char *source, const char *flags, char *why)
     if (!cmd || !*cmd) cmd = "cc";
     char ident[256], dir[JIT_PATH], entry[JIT_PATH];
     if (!compiler_identity(cmd, ident, why)) return NULL;
-    uint64_t key = fnv1a_str(FNV_BASIS, JIT_FORMAT);
-    key = fnv1a_str(key, cmd);
-    key = fnv1a_str(key, ident);
-    key = fnv1a_str(key, flags ? flags : "");
-    key = fnv1a_str(key, source);
+    uint64_t key = hash_str(0, JIT_FORMAT);
+    key = hash_str(key, cmd);
+    key = hash_str(key, ident);
+    key = hash_str(key, flags ? flags : "");
+    key = hash_str(key, source);
     if (!cache_dir(dir, why)) return NULL;
     snprintf(entry, sizeof entry, "%.4000s/%016" PRIx64 ".so", dir, key);
 
@@ -799,9 +791,9 @@ uint64_t port_build_id(void)
     Dl_info di;
     struct stat st;
     if (!dladdr((void *)(uintptr_t)port_build_id, &di) || !di.dli_fname || stat(di.dli_fname, &st) != 0) return 0;
-    uint64_t h = fnv1a_str(FNV_BASIS, di.dli_fname), v[4] = {(uint64_t)st.st_size, (uint64_t)st.st_ino,
+    uint64_t h = hash_str(0, di.dli_fname), v[4] = {(uint64_t)st.st_size, (uint64_t)st.st_ino,
                                                               (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
-    h = fnv1a(h, v, sizeof v);
+    h = kn_hash_more(h, v, sizeof v);
     return h ? h : 1;
 }
 

@@ -123,38 +123,42 @@ static void cat(char *buf, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-/* One JSON line. s NULL: values null, n 0. */
-static void json_rec(B *b, const char *suite, const char *cse, const char *impl, const char *metric,
-                     const double *v3, int n, const char *kind, const char *msg, const char *note,
-                     const char *peer, double ratio)
+void bench_json(const BenchRecord *r, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    cat(buf, cap, "{\"suite\":");
+    json_str(buf, cap, r->suite);
+    cat(buf, cap, ",\"case\":");
+    json_str(buf, cap, r->cse);
+    cat(buf, cap, ",\"impl\":");
+    json_str(buf, cap, r->impl);
+    cat(buf, cap, ",\"metric\":");
+    json_str(buf, cap, r->metric);
+    if (r->v) cat(buf, cap, ",\"median\":%.6g,\"min\":%.6g,\"max\":%.6g,\"n\":%d", r->v[0], r->v[1], r->v[2], r->n);
+    else cat(buf, cap, ",\"median\":null,\"min\":null,\"max\":null,\"n\":0");
+    if (r->vs && r->ratio > 0) {
+        cat(buf, cap, ",\"vs\":");
+        json_str(buf, cap, r->vs);
+        cat(buf, cap, ",\"ratio\":%.4g", r->ratio);
+    }
+    if (r->skipped) cat(buf, cap, ",\"skipped\":true");
+    else if (r->error) {
+        cat(buf, cap, ",\"error\":");
+        json_str(buf, cap, r->error);
+    }
+    if (r->note && *r->note) {
+        cat(buf, cap, ",\"note\":");
+        json_str(buf, cap, r->note);
+    }
+    if (r->batch > 0) cat(buf, cap, ",\"batch\":%lld", r->batch);
+    if (r->threads > 0) cat(buf, cap, ",\"threads\":%d", r->threads);
+    cat(buf, cap, "}");
+}
+
+static void json_line(B *b, const BenchRecord *r)
 {
     char buf[1400];
-    buf[0] = 0;
-    cat(buf, sizeof buf, "{\"suite\":");
-    json_str(buf, sizeof buf, suite);
-    cat(buf, sizeof buf, ",\"case\":");
-    json_str(buf, sizeof buf, cse);
-    cat(buf, sizeof buf, ",\"impl\":");
-    json_str(buf, sizeof buf, impl);
-    cat(buf, sizeof buf, ",\"metric\":");
-    json_str(buf, sizeof buf, metric);
-    if (v3) cat(buf, sizeof buf, ",\"median\":%.6g,\"min\":%.6g,\"max\":%.6g,\"n\":%d", v3[0], v3[1], v3[2], n);
-    else cat(buf, sizeof buf, ",\"median\":null,\"min\":null,\"max\":null,\"n\":0");
-    if (peer && ratio > 0) {
-        cat(buf, sizeof buf, ",\"vs\":");
-        json_str(buf, sizeof buf, peer);
-        cat(buf, sizeof buf, ",\"ratio\":%.4g", ratio);
-    }
-    if (kind && !strcmp(kind, "skipped")) cat(buf, sizeof buf, ",\"skipped\":true");
-    else if (kind) {
-        cat(buf, sizeof buf, ",\"%s\":", kind);
-        json_str(buf, sizeof buf, msg ? msg : "");
-    }
-    if (note && *note) {
-        cat(buf, sizeof buf, ",\"note\":");
-        json_str(buf, sizeof buf, note);
-    }
-    cat(buf, sizeof buf, "}");
+    bench_json(r, buf, sizeof buf);
     out_line(b, buf);
 }
 
@@ -168,10 +172,10 @@ static void report(B *b, const char *suite, const char *cse, const char *impl, c
     double ratio = !peer ? 0 : pair > 0 ? pair : ps && ps->n > 0 && s->med > 0 ? ps->med / s->med : 0;
     if (b->o->json) {
         double v[3] = {s->med, s->min, s->max};
-        json_rec(b, suite, cse, impl, "ms", v, s->n, NULL, NULL, note, peer, ratio);
+        json_line(b, &(BenchRecord){suite, cse, impl, "ms", v, s->n, .vs = peer, .ratio = ratio, .note = note});
         if (work > 0 && s->min > 0) {
             double r[3] = {work / (s->med * 1e6), work / (s->max * 1e6), work / (s->min * 1e6)};
-            json_rec(b, suite, cse, impl, dmetric, r, s->n, NULL, NULL, note, peer, ratio);
+            json_line(b, &(BenchRecord){suite, cse, impl, dmetric, r, s->n, .vs = peer, .ratio = ratio, .note = note});
         }
         return;
     }
@@ -188,20 +192,19 @@ static void report_err(B *b, const char *suite, const char *cse, const char *imp
                        const char *msg, int counts)
 {
     if (counts) b->failed = 1;
-    if (b->o->json) json_rec(b, suite, cse, impl, metric, NULL, 0, "error", msg, NULL, NULL, 0);
+    if (b->o->json) json_line(b, &(BenchRecord){suite, cse, impl, metric, .error = msg ? msg : ""});
     else outf(b, "%-5s %-22s %-11s ERROR: %s", suite, cse, impl, msg);
 }
 
 static void report_skip(B *b, const char *suite, const char *cse, const char *impl, const char *metric,
                         const char *why)
 {
-    if (b->o->json) json_rec(b, suite, cse, impl, metric, NULL, 0, "skipped", NULL, why, NULL, 0);
+    if (b->o->json) json_line(b, &(BenchRecord){suite, cse, impl, metric, .skipped = 1, .note = why});
     else outf(b, "%-5s %-22s %-11s skipped: %s", suite, cse, impl, why);
 }
 
 /* ---- timing ---- */
 
-static double now_ms(void) { return (double)port_now_ns() / 1e6; }
 
 typedef int (*RunFn)(void *arg); /* 0 ok */
 
@@ -260,9 +263,9 @@ static int measure_sides(B *b, Side *sd, int ns)
         for (int j = 0; j < ns; j++) {
             Side *d = &sd[j];
             if (i >= d->n || d->bad) continue;
-            double t0 = now_ms();
+            double t0 = port_now_ms();
             for (int r = 0; r < d->reps && !d->bad; r++) d->bad = d->f(d->arg) != 0;
-            d->t[i] = (now_ms() - t0) / d->reps;
+            d->t[i] = (port_now_ms() - t0) / d->reps;
         }
     for (int j = 0; j < ns; j++) {
         Side *d = &sd[j];
@@ -331,9 +334,9 @@ static Program *trace_compile(kn_ctx *ctx, Build f, kn_tensor *const *in, Compil
     CompileOpts o;
     memset(&o, 0, sizeof o);
     o.backend = be;
-    double t0 = now_ms();
+    double t0 = port_now_ms();
     Program *p = compile_graph(ctx, *g, &y->node, 1, &o);
-    *ms = now_ms() - t0;
+    *ms = port_now_ms() - t0;
     return p;
 }
 
@@ -541,9 +544,9 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
             snprintf(note, 256, "compile %.1f ms; %d kernels on %s; %d thread%s; %s", cms, st.kernels,
                      st.backend, th, th > 1 ? "s" : "", checked);
         }
-        t0 = now_ms();
+        t0 = port_now_ms();
         int bad = fn(arg);
-        double t1 = now_ms() - t0;
+        double t1 = port_now_ms() - t0;
         if (bad) {
             report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
             kn_clear_error(ctx);
@@ -755,9 +758,9 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
     for (int pass = 0; pass < 2; pass++) {
         cr[pass] = (CopyRun){xs, dst, n, pass ? 1 : 4 * threads};
         memset(dst, 0, n * sizeof *dst);
-        t0 = now_ms();
+        t0 = port_now_ms();
         run_copy(&cr[pass]);
-        sd[pass] = (Side){run_copy, &cr[pass], now_ms() - t0, 0, 0, {0}, {0, 0, 0, 0}, 0};
+        sd[pass] = (Side){run_copy, &cr[pass], port_now_ms() - t0, 0, 0, {0}, {0, 0, 0, 0}, 0};
         snprintf(notes[pass], sizeof notes[pass], "read + write of the same bytes, on %d thread%s%s", pass ? 1 : threads,
                  pass || threads == 1 ? "" : "s", pass ? "" : " (the kernels' pool and pieces)");
         if (memcmp(dst, xs, n * sizeof *dst)) report_err(b, S, cse, impls[pass], "ms", "memcpy result differs", 1);
@@ -777,9 +780,9 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
         program_stats(p[i], &st);
         program_set_reuse(p[i], PROGRAM_POOL); /* as kn_compile's default mode runs it */
         pr[i] = (ProgRun){ctx, p[i], g[i], 1, y, n};
-        t0 = now_ms();
+        t0 = port_now_ms();
         int bad = run_prog(&pr[i]);
-        double t1 = now_ms() - t0;
+        double t1 = port_now_ms() - t0;
         double e = bad ? INFINITY : ops_err(kind, xs, y, kind == K_CHAIN ? 1 : rows, kind == K_CHAIN ? (int64_t)n : cols);
         if (bad) {
             report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
@@ -950,9 +953,9 @@ static void compile_bench(B *b, kn_ctx *ctx)
                 }
             }
 #endif
-            double t0 = now_ms();
+            double t0 = port_now_ms();
             Program *p = compile_graph(ctx, g, outs, 5, &co);
-            double t = now_ms() - t0;
+            double t = port_now_ms() - t0;
             if (!p) {
                 report_err(b, S, "mlp-joint", impl, "ms", kn_last_error(ctx), 1);
                 kn_clear_error(ctx);

@@ -214,7 +214,6 @@ static void *append(Arena *a, void *p, int n, size_t size)
 
 #define APPEND(a, arr, n) (((arr) = append((a), (arr), (n), sizeof *(arr))) != NULL)
 
-static double now_ms(void) { return (double)port_now_ns() / 1e6; }
 
 /* ---- slicing a traced graph into a segment's graph ---- */
 
@@ -1642,7 +1641,7 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
                              const int64_t (*shapes)[KN_MAX_DIMS], int probe, CEntry *like)
 {
     kn_ctx *ctx = f->ctx;
-    double t0 = now_ms();
+    double t0 = port_now_ms();
     *made = NULL;
     CEntry *e = entry_new(f, in, nin, nout);
     if (!e) return ctx->status;
@@ -1694,7 +1693,7 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
         ctx->op = NULL;
         kn_status bs = f->body(ctx, f->user, stand, nin, bout, nout);
         log_line(ctx, LOG_PERF, "%s: trace %.1f ms (the body, decompositions and backward traced)", f->name,
-                 now_ms() - t0);
+                 port_now_ms() - t0);
         ctx->op = op;
         e->ops = (int)(ctx->public_ops - ops0);
         if (bs != KN_OK || ctx->status) s = ctx->status ? ctx->status : kn_errs(ctx, bs, "%s: the body returned %d", f->name, (int)bs);
@@ -1730,7 +1729,7 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     kn_scope_end(ctx);
     for (int i = 0; i < c.nknown; i++) tensor_unhold(ctx, c.known[i].hold);
     if (g) graph_free(g);
-    e->compile_ms = now_ms() - t0;
+    e->compile_ms = port_now_ms() - t0;
     if (probe) {
         for (int j = 0; j < 16; j++)
             if (vals[j]) kn_dealloc(ctx, vals[j], (size_t)((j < e->nsegs ? e->segs[j].nout : 0) + 1) * sizeof **vals);
@@ -2215,7 +2214,7 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     char why[256] = "";
     int code = (f->o.backend == KN_BACKEND_C && port_jit_available(PORT_CC)) ||
                (f->o.backend == KN_BACKEND_TCC && port_jit_available(PORT_TCC)); /* else it runs on interp */
-    double t0 = now_ms();
+    double t0 = port_now_ms();
     int64_t sv[4] = {n, n + 1, n + 3, n == 2 ? 4 : 2};
     int64_t (*shapes)[KN_MAX_DIMS] = kn_alloc(ctx, (size_t)(nin + 1) * sizeof *shapes);
     CEntry *e[4] = {0};
@@ -2258,7 +2257,7 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
         g->code_bytes += st.code_bytes;
     }
     dyn_arena_expr(f, g, sv);
-    g->compile_ms = now_ms() - t0;
+    g->compile_ms = port_now_ms() - t0;
     char upto[48] = "";
     if (g->s0_limit) snprintf(upto, sizeof upto, ", up to s0 = %lld", (long long)g->s0_limit);
     log_line(ctx, LOG_RECOMPILES, "%s: entry %d is generic in s0 = in[%d] dim %d (now %lld), arena %s bytes%s",

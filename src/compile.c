@@ -748,14 +748,6 @@ static struct {
 } tune_memo[TUNE_MEMO];
 static int tune_nmemo;
 
-/* FNV-1a 64 of n bytes, continuing from h (0xcbf29ce484222325 to start). */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 static int tune_file(char *path, size_t cap)
 {
     const char *dir = getenv("KILN_CACHE_DIR");
@@ -851,11 +843,11 @@ static uint64_t kernel_key(kn_ctx *ctx, const Program *p, const Kernel *k)
 {
     size_t n = ir_print(k, NULL, 0);
     char *text = kn_alloc(ctx, n + 1);
-    uint64_t h = fnv(14695981039346656037ull, p->t->name, strlen(p->t->name));
+    uint64_t h = kn_hash(p->t->name, strlen(p->t->name));
     if (!text) return 0;
     ir_print(k, text, n + 1);
     const char *at = strchr(text, '(');
-    h = fnv(h, at ? at : text, strlen(at ? at : text));
+    h = kn_hash_more(h, at ? at : text, strlen(at ? at : text));
     kn_dealloc(ctx, text, n + 1);
     return h;
 }
@@ -867,8 +859,8 @@ static uint64_t gemm_key(const Program *p, const GemmSpec *g)
                      p->t->name, g->dtype, (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K,
                      (long long)g->sa_b, (long long)g->sa_m, (long long)g->sa_k, (long long)g->sb_b,
                      (long long)g->sb_k, (long long)g->sb_n, g->bias, g->act, g->epilogue != NULL, g->wino);
-    uint64_t h = fnv(14695981039346656037ull, text, (size_t)n);
-    return g->win.on ? fnv(h, (const char *)&g->win, sizeof g->win) : h; /* a window: its geometry too */
+    uint64_t h = kn_hash(text, (size_t)n);
+    return g->win.on ? kn_hash_more(h, &g->win, sizeof g->win) : h; /* a window: its geometry too */
 }
 
 /* Candidates for the steps that have them, or their remembered winners. */
@@ -999,18 +991,18 @@ static int same_gemm(const GemmSpec *a, const GemmSpec *b)
 
 static int find_entries(kn_ctx *ctx, Program *p);
 
-/* FNV-1a 64 of a kernel's code: what same_kernel compares (names and the
+/* A hash of a kernel's code: what same_kernel compares (names and the
  * graph nodes its buffers hold left out). */
 static uint64_t kernel_hash(const Kernel *k)
 {
-    uint64_t h = fnv(0xcbf29ce484222325ull, (const char *)&k->n, sizeof k->n);
-    h = fnv(h, (const char *)&k->nbufs, sizeof k->nbufs);
-    h = fnv(h, (const char *)&k->body, sizeof k->body);
+    uint64_t h = kn_hash(&k->n, sizeof k->n);
+    h = kn_hash_more(h, &k->nbufs, sizeof k->nbufs);
+    h = kn_hash_more(h, &k->body, sizeof k->body);
     for (uint32_t i = 1; i < k->n; i++) {
         const IrNode *x = &k->nodes[i];
         uint32_t v[12] = {x->kind, x->dtype, x->op, x->width, x->a, x->b, x->c, x->child, x->next, (uint32_t)x->buf,
                           (uint32_t)x->var, x->index};
-        h = fnv(h, (const char *)v, sizeof v);
+        h = kn_hash_more(h, v, sizeof v);
     }
     return h;
 }
@@ -1158,11 +1150,11 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * the port's cache directory, so that a later process compiling the same
  * graph skips scheduling, lowering, the loop passes, planning and rendering:
  *
- *   key    FNV-1a 64 over the entry format, port_build_id() (this build of
+ *   key    kn_hash over the entry format, port_build_id() (this build of
  *          kiln), the target's name and cache_tag, the mode (and keep_packed, the
- *          outputs in place asked for), the outputs and
- *          kn_hash of every node of the graph (interned nodes are zeroed
- *          before they are filled, so their bytes are their value)
+ *          outputs in place asked for), the outputs and every node of the
+ *          graph (interned nodes are zeroed before they are filled, so their
+ *          bytes are their value)
  *   entry  <cache dir>/<key>.prog: "KILNPG06", key, body size, kn_hash of
  *          the body (little-endian u64s), then the body: the graph's node
  *          count, the plan (arena size, each node's offset), the steps (node,
@@ -1175,9 +1167,7 @@ static int find_entries(kn_ctx *ctx, Program *p)
  * field out of range or a missing entry point makes the compile run afresh
  * and write the entry again. max-autotune (whose winners have their own
  * memory) and the logs that show the pipeline's work (fusion, loopir)
- * compile afresh too. The graph and the body (~2 MB for cnn's step) are
- * hashed 8 bytes at a time (kn_hash): FNV-1a's byte at a time was a fifth of a
- * warm start's instructions. Its byte order is no concern: the key holds
+ * compile afresh too. kn_hash's byte order is no concern: the key holds
  * this build of kiln. */
 
 #define PCACHE_MAGIC "KILNPG06"
@@ -1269,18 +1259,18 @@ static uint64_t pcache_key(kn_ctx *ctx, const Graph *g, const uint32_t *outs, in
     if (!t || !t->cache_tag || (o && o->mode == KN_MODE_MAX_AUTOTUNE) || log_on(ctx, LOG_FUSION) ||
         log_on(ctx, LOG_LOOPIR) || !(build = port_build_id()))
         return 0;
-    uint64_t h = fnv(0xcbf29ce484222325ull, PCACHE_MAGIC, 8);
+    uint64_t h = kn_hash(PCACHE_MAGIC, 8);
     uint64_t mode = o ? (uint64_t)o->mode | (uint64_t)!!o->keep_packed << 8 : 0;
-    for (int i = 0; o && o->donate && i < nouts; i++) h = fnv(h, &o->donate[i], sizeof o->donate[i]);
-    h = fnv(h, &build, sizeof build);
-    h = fnv(h, t->name, strlen(t->name) + 1);
-    h = fnv(h, t->cache_tag(), strlen(t->cache_tag()) + 1);
-    h = fnv(h, &mode, sizeof mode);
-    h = fnv(h, &nouts, sizeof nouts);
-    h = fnv(h, outs, (size_t)nouts * sizeof *outs);
+    for (int i = 0; o && o->donate && i < nouts; i++) h = kn_hash_more(h, &o->donate[i], sizeof o->donate[i]);
+    h = kn_hash_more(h, &build, sizeof build);
+    h = kn_hash_more(h, t->name, strlen(t->name) + 1);
+    h = kn_hash_more(h, t->cache_tag(), strlen(t->cache_tag()) + 1);
+    h = kn_hash_more(h, &mode, sizeof mode);
+    h = kn_hash_more(h, &nouts, sizeof nouts);
+    h = kn_hash_more(h, outs, (size_t)nouts * sizeof *outs);
     uint64_t nodes = kn_hash(g->nodes + 1, (size_t)(g->n - 1) * sizeof *g->nodes);
-    h = fnv(h, &g->n, sizeof g->n);
-    h = fnv(h, &nodes, sizeof nodes);
+    h = kn_hash_more(h, &g->n, sizeof g->n);
+    h = kn_hash_more(h, &nodes, sizeof nodes);
     return h ? h : 1;
 }
 

@@ -5,7 +5,8 @@
  * Module prefixes: arena_ (arena.c), ctx_/err (ctx.c), tensor_ (tensor.c),
  * prim_ (prim.c), interp_ (interp.c), graph_ (graph.c), expr_/dim_ (expr.c),
  * dt_ (dtype.c), autodiff_ (autodiff.c), partition_/graph_run (partition.c),
- * opslist_ (opslist.c). Everything else is static in its file.
+ * composite_ (composite.c), opslist_ (opslist.c). Everything else is static
+ * in its file.
  */
 #ifndef KN_CORE_H
 #define KN_CORE_H
@@ -15,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "composite.h"
+#include "hash.h"
 #include "kiln.h"
 #include "ops.h"
 
@@ -39,11 +42,6 @@ void kn_dealloc(kn_ctx *ctx, void *p, size_t n);
  * it cannot grow. */
 void *ctx_scratch(void *owner, size_t bytes);
 int kn_mul_overflows(size_t a, size_t b, size_t *out); /* 1 if a * b overflows */
-/* A hash of n bytes taken 8 at a time, for the interning tables (whole nodes
- * of ~200 bytes: hashing them a byte at a time was most of graph_add) and the
- * program cache. Depends on the byte order: for tables in memory, or files
- * that only this build of kiln reads. */
-uint64_t kn_hash(const void *p, size_t n);
 
 /* ---- arenas: compile-time structures, freed in one call ---- */
 typedef struct ArenaBlock ArenaBlock;
@@ -81,7 +79,7 @@ typedef struct {
     int32_t axis;               /* iota axis */
     uint8_t dtype;              /* cast, full, iota, rand, input */
     uint8_t n;                  /* entries of i in use */
-    uint8_t origin;             /* gather, scatter_add: 1 + the composite that made it (opslist_composite), or 0 */
+    uint8_t origin;             /* gather, scatter_add: 1 + the composite that made it (composite_name), or 0 */
     uint8_t ix;                 /* gather: what its index stands for (IndexUse) */
 } Params;
 
@@ -365,8 +363,6 @@ void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
 
 /* ---- kiln ops (opslist.c) ---- */
 int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */
-const char *opslist_composite(int i); /* the i-th composite's name; NULL past the end */
-int opslist_find(const char *public_op); /* "kn_NAME": 1 + NAME's index among the composites, or 0 */
 
 /* ---- eager ops through compiled single-op kernels (eager.c) ---- */
 typedef struct {

@@ -105,6 +105,12 @@ uint64_t kn_hash(const void *p, size_t n)
     return h ^ h >> 33;
 }
 
+uint64_t kn_hash_more(uint64_t h, const void *p, size_t n)
+{
+    h = (h ^ kn_hash(p, n)) * 0x9e3779b97f4a7c15ull; /* the multiply makes the order count */
+    return h ^ h >> 32;
+}
+
 kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
 {
     kn_alloc_fn fn = opts && opts->alloc ? opts->alloc : libc_alloc;

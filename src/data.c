@@ -4,7 +4,8 @@
  *
  * An IDX file is a magic of 0, 0, an element type (0x08: u8) and the number
  * of dims; then each dim as a big-endian u32; then the elements, row-major.
- * A file that starts with gzip's magic (1f 8b) is inflated first (gz.c).
+ * A file that starts with gzip's magic (1f 8b) is inflated first (gz.c,
+ * zlib).
  * Every check is strict: the payload must be exactly the dims' product.
  */
 #include <stdio.h>

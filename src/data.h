@@ -1,6 +1,7 @@
 /*
  * data.h — reading datasets from files: IDX arrays (MNIST, Fashion-MNIST),
- * raw or gzip-compressed, with a small inflate of our own (data.c, gz.c).
+ * raw or gzip-compressed (data.c; gz.c inflates with zlib). App code: the
+ * kiln CLI and test_io link it, with -lz; libkiln.a does not hold it.
  *
  *     IdxArray a;
  *     if (idx_read(ctx, "train-images-idx3-ubyte.gz", &a) != KN_OK)
@@ -32,8 +33,8 @@ typedef struct {
 kn_status idx_read(kn_ctx *ctx, const char *path, IdxArray *out);
 void idx_free(kn_ctx *ctx, IdxArray *a);
 
-/* gzip (RFC 1952) of src into a new buffer allocated through ctx, *out and
- * *out_bytes; a stream that is not gzip is an error. 0 or a status with why
+/* gzip (RFC 1952) of src, inflated by zlib into a new buffer allocated
+ * through ctx, *out and *out_bytes; a stream that is not gzip is an error. 0 or a status with why
  * set (at least 128 bytes). Several members are concatenated, as gunzip does. */
 int gz_inflate(kn_ctx *ctx, const uint8_t *src, size_t n, uint8_t **out, size_t *out_bytes, char *why);
 

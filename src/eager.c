@@ -232,14 +232,7 @@ static int make_key(Op op, kn_tensor *const *src, const Params *p, Key *key, Bin
     return 1;
 }
 
-/* FNV-1a, as graph.c's node hash */
-static uint32_t key_hash(const Key *k)
-{
-    const unsigned char *p = (const unsigned char *)k;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
-}
+static uint32_t key_hash(const Key *k) { return (uint32_t)kn_hash(k, sizeof *k); }
 
 /* ---- the one-op graph ---- */
 

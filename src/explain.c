@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
 #include "train.h"
 #include "models.h"
 #include "../port/port.h"
@@ -117,7 +118,6 @@ int cli_explain(int argc, char **argv)
 
 /* ---- bench train | infer | dispatch ---- */
 
-static double now_ms(void) { return (double)port_now_ns() / 1e6; }
 
 static int cmp(const void *a, const void *b)
 {
@@ -130,11 +130,13 @@ static void emit(int json, const char *suite, const char *cse, const char *impl,
 {
     qsort(v, (size_t)n, sizeof *v, cmp);
     double med = n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : NAN;
-    if (json)
-        printf("{\"suite\": \"%s\", \"case\": \"%s\", \"impl\": \"%s\", \"metric\": \"%s\", \"median\": %.6g, "
-               "\"min\": %.6g, \"max\": %.6g, \"n\": %d, \"batch\": %lld, \"threads\": %d}\n",
-               suite, cse, impl, metric, med, n ? v[0] : NAN, n ? v[n - 1] : NAN, n, (long long)batch, port_threads());
-    else
+    if (json) {
+        char line[1400];
+        double v3[3] = {med, n ? v[0] : NAN, n ? v[n - 1] : NAN};
+        bench_json(&(BenchRecord){suite, cse, impl, metric, n ? v3 : NULL, n, .batch = batch, .threads = port_threads()},
+                   line, sizeof line);
+        puts(line);
+    } else
         printf("%-8s %-18s %-12s %-6s median %10.4g  min %10.4g  max %10.4g  n %d\n", suite, cse, impl, metric, med,
                n ? v[0] : NAN, n ? v[n - 1] : NAN, n);
     fflush(stdout);
@@ -170,13 +172,13 @@ static int bench_dispatch(int json)
             rc = 1;
         }
         for (int r = 0; r < 31 && !rc; r++) { /* each sample: the mean of 2000 calls */
-            double t0 = now_ms();
+            double t0 = port_now_ms();
             for (int i = 0; i < 2000; i++) {
                 kn_scope_begin(ctx);
                 kn_call(f, in, 10, out, 1);
                 kn_scope_end(ctx);
             }
-            v[r] = (now_ms() - t0) * 1e3 / 2000;
+            v[r] = (port_now_ms() - t0) * 1e3 / 2000;
         }
         if (!rc) emit(json, "dispatch", b < 2 ? "10-input add" : "10-input add/ro", names[b % 2], "us", v, 31, 1);
         kn_fn_free(f);
@@ -223,12 +225,12 @@ static int bench_one(const char *suite, const char *name, int json, int quick, c
         snprintf(cse, sizeof cse, "%s/%s", name, suite);
         double v[64], first = 0;
         int n = 0, steps = quick ? 5 : 30, warm = quick ? 1 : 5;
-        double budget = quick ? 20e3 : 120e3, start = now_ms();
-        for (int s = 0; s < warm + steps && (s <= warm || now_ms() - start < budget); s++) {
+        double budget = quick ? 20e3 : 120e3, start = port_now_ms();
+        for (int s = 0; s < warm + steps && (s <= warm || port_now_ms() - start < budget); s++) {
             kn_scope_begin(ctx);
-            double t0 = now_ms();
+            double t0 = port_now_ms();
             kn_status st = f ? kn_call(f, in, 2, out, 1) : step_body(ctx, &w, in, 2, out, 1);
-            double dt = now_ms() - t0;
+            double dt = port_now_ms() - t0;
             double val = st ? NAN : value_of(ctx, out[0]);
             kn_scope_end(ctx);
             if (s == 0) { /* the check: the first step's loss against eager's */

@@ -20,8 +20,8 @@
  * so the gradient must land on the base) and a broadcast case.
  *
  * Coverage is checked, not trusted: every differentiable primitive of ops.h
- * needs a "prim.NAME" check, and every composite `kiln ops` lists needs a
- * check or a place in not_differentiable[].
+ * needs a "prim.NAME" check; every composite has one, or says why it has
+ * none, in the GRAD column of its row in composite.h.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -73,6 +73,7 @@ typedef struct {
     int ncases;
     uint8_t dist[2];
     uint8_t zero; /* the gradient must be exactly 0 (floor, sign, ...) */
+    const char *none; /* why there is no gradient to check (integer results, ...); NULL: check it */
 } Check;
 
 /* ---- inputs ---- */
@@ -850,7 +851,7 @@ static kn_tensor *t_to(kn_ctx *ctx, Case *c, int v)
 
 /* ---- the table ---- */
 
-static const Check checks[] = {
+static const Check prims[] = {
     {"prim.neg", .op = OP_NEG, .dist = {D_NORMAL}},
     {"prim.exp", .op = OP_EXP, .dist = {D_NORMAL}},
     {"prim.log", .op = OP_LOG, .dist = {D_POS}},
@@ -882,106 +883,34 @@ static const Check checks[] = {
     {"prim.scatter_add", .body = tp_scatter_add, .ncases = 2},
     {"prim.dot", .body = tp_dot, .ncases = 2},
 
-    {"linear", .body = t_linear, .ncases = 3},
-    {"matmul", .body = t_matmul, .ncases = 5},
-    {"bmm", .body = t_bmm, .ncases = 2},
-    {"conv1d", .body = t_conv1d, .ncases = 2},
-    {"conv2d", .body = t_conv2d, .ncases = 6},
-    {"conv_transpose2d", .body = t_conv_transpose2d, .ncases = 3},
-    {"max_pool2d", .body = t_max_pool2d, .ncases = 4},
-    {"avg_pool2d", .body = t_avg_pool2d, .ncases = 4},
-    {"adaptive_avg_pool2d", .body = t_adaptive_avg_pool2d, .ncases = 3},
-    {"batch_norm", .body = t_batch_norm, .ncases = 3},
-    {"layer_norm", .body = t_layer_norm, .ncases = 4},
-    {"group_norm", .body = t_group_norm, .ncases = 2},
-    {"rms_norm", .body = t_rms_norm, .ncases = 3},
-    {"relu", .un = kn_relu, .dist = {D_KINK}},
-    {"leaky_relu", .body = t_leaky_relu, .ncases = 2},
-    {"gelu", .body = t_gelu, .ncases = 2},
-    {"silu", .un = kn_silu, .dist = {D_NORMAL}},
-    {"sigmoid", .un = kn_sigmoid, .dist = {D_NORMAL}},
-    {"tanh", .un = kn_tanh, .dist = {D_NORMAL}},
-    {"softplus", .body = t_softplus, .ncases = 2},
-    {"hardswish", .un = kn_hardswish, .dist = {D_KINK}},
-    {"elu", .body = t_elu, .ncases = 2},
-    {"softmax", .body = t_softmax, .ncases = 3},
-    {"log_softmax", .body = t_log_softmax, .ncases = 4},
-    {"cross_entropy", .body = t_cross_entropy, .ncases = 6},
-    {"nll_loss", .body = t_nll_loss, .ncases = 3},
-    {"mse_loss", .body = t_mse_loss, .ncases = 3},
-    {"l1_loss", .body = t_l1_loss, .ncases = 3},
-    {"binary_cross_entropy", .body = t_binary_cross_entropy, .ncases = 3},
-    {"binary_cross_entropy_with_logits", .body = t_binary_cross_entropy_with_logits, .ncases = 3},
-    {"embedding", .body = t_embedding, .ncases = 2},
-    {"dropout", .body = t_dropout, .ncases = 3},
-    {"scaled_dot_product_attention", .body = t_scaled_dot_product_attention, .ncases = 4},
-    {"mean", .body = t_mean, .ncases = 3},
-    {"var", .body = t_var, .ncases = 3},
-    {"std", .body = t_std, .ncases = 3},
-    {"sum", .body = t_sum, .ncases = 3},
-    {"prod", .body = t_prod, .ncases = 3},
-    {"amax", .body = t_amax, .ncases = 3},
-    {"amin", .body = t_amin, .ncases = 3},
-    {"logsumexp", .body = t_logsumexp, .ncases = 3},
-    {"cumsum", .body = t_cumsum, .ncases = 3},
-    {"clamp", .body = t_clamp, .ncases = 3},
-    {"square", .un = kn_square, .dist = {D_NORMAL}},
-    {"rsqrt", .un = kn_rsqrt, .dist = {D_POS}},
-    {"reciprocal", .un = kn_reciprocal, .dist = {D_POS}},
-    {"transpose", .body = t_transpose, .ncases = 2},
-    {"view", .body = t_view, .ncases = 2},
-    {"reshape", .body = t_reshape, .ncases = 2},
-    {"flatten", .body = t_flatten, .ncases = 2},
-    {"squeeze", .body = t_squeeze, .ncases = 2},
-    {"unsqueeze", .body = t_unsqueeze, .ncases = 2},
-    {"cat", .body = t_cat, .ncases = 2},
-    {"stack", .body = t_stack, .ncases = 2},
-    {"split", .body = t_split, .ncases = 2},
-    {"chunk", .body = t_chunk, .ncases = 2},
-    {"narrow", .body = t_narrow, .ncases = 2},
-    {"index_select", .body = t_index_select, .ncases = 2},
-    {"where", .body = t_where, .ncases = 3},
-    {"masked_fill", .body = t_masked_fill, .ncases = 2},
-    {"triu", .body = t_triu, .ncases = 3},
-    {"tril", .body = t_tril, .ncases = 3},
-    {"abs", .un = kn_abs, .dist = {D_KINK}},
-    {"sign", .un = kn_sign, .dist = {D_FRAC}, .zero = 1},
-    {"minimum", .bin = kn_minimum, .dist = {D_KINK, D_KINK}},
-    {"maximum", .bin = kn_maximum, .dist = {D_KINK, D_KINK}},
-    {"pow", .bin = kn_pow, .dist = {D_POS, D_NORMAL}},
-    {"fmod", .bin = kn_fmod, .dist = {D_FRAC, D_POS}},
-    {"floor", .un = kn_floor, .dist = {D_FRAC}, .zero = 1},
-    {"ceil", .un = kn_ceil, .dist = {D_FRAC}, .zero = 1},
-    {"round", .un = kn_round, .dist = {D_FRAC}, .zero = 1},
-    {"add", .bin = kn_add, .dist = {D_NORMAL, D_NORMAL}},
-    {"sub", .bin = kn_sub, .dist = {D_NORMAL, D_NORMAL}},
-    {"mul", .bin = kn_mul, .dist = {D_NORMAL, D_NORMAL}},
-    {"div", .bin = kn_div, .dist = {D_NORMAL, D_POS}},
-    {"neg", .un = kn_neg, .dist = {D_NORMAL}},
-    {"exp", .un = kn_exp, .dist = {D_NORMAL}},
-    {"log", .un = kn_log, .dist = {D_POS}},
-    {"sqrt", .un = kn_sqrt, .dist = {D_POS}},
-    {"sin", .un = kn_sin, .dist = {D_NORMAL}},
-    {"cos", .un = kn_cos, .dist = {D_NORMAL}},
-    {"erf", .un = kn_erf, .dist = {D_NORMAL}},
-    {"permute", .body = t_permute, .ncases = 2},
-    {"expand", .body = t_expand, .ncases = 2},
-    {"contiguous", .un = kn_contiguous, .dist = {D_NORMAL}},
-    {"slice", .body = t_slice, .ncases = 3},
-    {"pad", .body = t_pad, .ncases = 2},
-    {"gather", .body = t_gather, .ncases = 2},
-    {"scatter_add", .body = t_scatter_add, .ncases = 2},
-    {"to", .body = t_to, .ncases = 2},
 };
-#define NCHECKS ((int)(sizeof checks / sizeof *checks))
+#define NPRIMS ((int)(sizeof prims / sizeof *prims))
 
-/* The composites of `kiln ops` with no gradient to check. */
-static const char *const not_differentiable[] = {
-    "argmax", "argmin", "one_hot",                                  /* integer results */
-    "arange", "zeros", "ones", "full", "randn", "rand",             /* no tensor inputs */
-    "eq", "ne", "lt", "le", "gt", "ge",                             /* bool results */
-    "logical_and", "logical_or", "logical_xor", "logical_not",
+/* composite.h's GRAD column */
+#define UN(fn, d) .un = fn, .dist = {d}
+#define UN0(fn, d) .un = fn, .dist = {d}, .zero = 1
+#define BIN(fn, d0, d1) .bin = fn, .dist = {d0, d1}
+#define BODY(fn, n) .body = fn, .ncases = n
+#define NONE(why) .none = why
+static const Check composites[COMP_COUNT] = {
+#define CHECK_(name, example, grad) {#name, grad},
+    KN_COMPOSITES(CHECK_)
+#undef CHECK_
 };
+#undef UN
+#undef UN0
+#undef BIN
+#undef BODY
+#undef NONE
+
+/* The i-th check: the primitives', then the composites' with a gradient. */
+static const Check *nth(int i)
+{
+    if (i >= 0 && i < NPRIMS) return &prims[i];
+    for (int j = 0, n = NPRIMS; i >= 0 && j < COMP_COUNT; j++)
+        if (!composites[j].none && n++ == i) return &composites[j];
+    return NULL;
+}
 
 /* ---- running a check ---- */
 
@@ -1102,12 +1031,7 @@ static void compare_input(const Check *k, Case *c, int v, int i, kn_tensor *w, T
     }
 }
 
-static uint64_t seed_of(const char *name, int v) /* FNV-1a */
-{
-    uint64_t h = UINT64_C(14695981039346656037);
-    for (; *name; name++) h = (h ^ (uint8_t)*name) * UINT64_C(1099511628211);
-    return h ^ (uint64_t)v;
-}
+static uint64_t seed_of(const char *name, int v) { return kn_hash_more(kn_hash(name, strlen(name)), &v, sizeof v); }
 
 static void check_case(const Check *k, int v, Tally *t)
 {
@@ -1155,8 +1079,8 @@ static int run_check(const Check *k, int print)
 
 static const Check *find(const char *name)
 {
-    for (int i = 0; i < NCHECKS; i++)
-        if (!strcmp(checks[i].name, name)) return &checks[i];
+    for (int i = 0; nth(i); i++)
+        if (!strcmp(nth(i)->name, name)) return nth(i);
     return NULL;
 }
 
@@ -1170,8 +1094,8 @@ static int gap(const char *name, const char *why, int print)
     return 1;
 }
 
-/* A check for every differentiable primitive and composite, and no check
- * of something that does not exist. Returns the number of gaps. */
+/* A check for every differentiable primitive, and no check of a primitive
+ * that does not exist. Returns the number of gaps. */
 static int coverage(int print)
 {
     int gaps = 0;
@@ -1182,19 +1106,11 @@ static int coverage(int print)
         if (cls != OC_LEAF && cls != OC_COMPARE && cls != OC_CREATE && !find(name))
             gaps += gap(name, "a differentiable primitive with no check", print);
     }
-    for (int i = 0; opslist_composite(i); i++) {
-        const char *comp = opslist_composite(i);
-        int known = find(comp) != NULL;
-        for (size_t j = 0; j < sizeof not_differentiable / sizeof *not_differentiable; j++)
-            known |= !strcmp(comp, not_differentiable[j]);
-        if (!known) gaps += gap(comp, "a composite of `kiln ops` with no check and not in not_differentiable[]", print);
-    }
-    for (int i = 0; i < NCHECKS; i++) {
-        const char *n = checks[i].name;
+    for (int i = 0; i < NPRIMS; i++) {
+        const char *n = prims[i].name;
         int known = 0;
         for (int op = 1; op < OP_COUNT && !strncmp(n, "prim.", 5); op++) known |= !strcmp(n + 5, kn_opinfo[op].name);
-        for (int j = 0; opslist_composite(j); j++) known |= !strcmp(n, opslist_composite(j));
-        if (!known) gaps += gap(n, "no primitive or composite of this name", print);
+        if (!known) gaps += gap(n, "no primitive of this name", print);
     }
     return gaps;
 }
@@ -1203,14 +1119,14 @@ int gradcheck_run(const char *only_op, int print, int *npass, int *nfail)
 {
     *npass = *nfail = 0;
     if (only_op && !find(only_op)) return -1;
-    for (int i = 0; i < NCHECKS; i++)
-        if (!only_op || !strcmp(only_op, checks[i].name)) ++*(run_check(&checks[i], print) ? nfail : npass);
+    for (int i = 0; nth(i); i++)
+        if (!only_op || !strcmp(only_op, nth(i)->name)) ++*(run_check(nth(i), print) ? nfail : npass);
     if (!only_op) *nfail += coverage(print);
     if (print >= 2) printf("gradcheck: %d passed, %d failed\n", *npass, *nfail);
     return *nfail != 0;
 }
 
-const char *gradcheck_name(int i) { return i >= 0 && i < NCHECKS ? checks[i].name : NULL; }
+const char *gradcheck_name(int i) { return nth(i) ? nth(i)->name : NULL; }
 
 /* ---- one case, run another way ---- */
 
@@ -1220,7 +1136,7 @@ struct GradcheckCase {
     Case c;
 };
 
-int gradcheck_ncases(int i) { return i >= 0 && i < NCHECKS ? ncases(&checks[i]) : 0; }
+int gradcheck_ncases(int i) { return nth(i) ? ncases(nth(i)) : 0; }
 
 GradcheckCase *gradcheck_case(kn_ctx *ctx, int i, int v)
 {
@@ -1228,7 +1144,7 @@ GradcheckCase *gradcheck_case(kn_ctx *ctx, int i, int v)
     GradcheckCase *g = kn_alloc(ctx, sizeof *g);
     if (!g) return kn_err(ctx, KN_ENOMEM, "out of memory for a gradcheck case");
     memset(g, 0, sizeof *g);
-    g->k = &checks[i];
+    g->k = nth(i);
     g->v = v;
     g->c.ctx = ctx;
     g->c.rng = seed_of(g->k->name, v);

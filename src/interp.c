@@ -249,7 +249,7 @@ static void run_pad(kn_tensor *out, kn_tensor *x, const Params *p)
 
 kn_status interp_bad_index(kn_ctx *ctx, Op op, const Params *p, int64_t v, int64_t size)
 {
-    const char *made = p->origin ? opslist_composite(p->origin - 1) : NULL;
+    const char *made = p->origin ? composite_name(p->origin - 1) : NULL;
     char by[64] = ""; /* ctx->op prefixes the message: eager, the op itself; compiled, kn_call */
     if (!made) snprintf(by, sizeof by, "%s: ", kn_opinfo[op].name);
     else if (!ctx->op || strncmp(ctx->op, "kn_", 3) != 0 || strcmp(ctx->op + 3, made) != 0)

@@ -392,7 +392,7 @@ kn_tensor *prim(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p)
     Params made;
     if (kn_opinfo[op].cls == OC_INDEX && !p->origin) { /* the public op running, for an index out of range */
         made = *p;
-        made.origin = (uint8_t)opslist_find(ctx->op);
+        made.origin = (uint8_t)composite_find(ctx->op);
         p = &made;
     }
     kn_tensor *out = run(ctx, op, src, p, odt, ond, osh);

@@ -98,8 +98,6 @@ static int parse(int argc, char **argv, TrainOpts *o)
     return 0;
 }
 
-static double now_s(void) { return (double)port_now_ns() / 1e9; }
-
 /* rows idx[0..n) of x (N, ...) */
 static kn_tensor *rows(kn_ctx *ctx, kn_tensor *x, const int64_t *idx, int64_t n)
 {
@@ -154,9 +152,9 @@ static double eager_step_ms(kn_ctx *ctx, Trainer *t, kn_tensor *x, kn_tensor *y,
     for (int i = 0; i < 3; i++) {
         kn_scope_begin(ctx);
         kn_tensor *in[2] = {kn_narrow(ctx, x, 0, i * b, b), kn_narrow(ctx, y, 0, i * b, b)}, *out[2];
-        double t0 = now_s();
+        double t0 = port_now_ms();
         kn_status s = step_body(ctx, t, in, 2, out, 2);
-        best[i] = (now_s() - t0) * 1e3;
+        best[i] = port_now_ms() - t0;
         kn_scope_end(ctx);
         if (s) return -1;
     }
@@ -232,27 +230,27 @@ int cli_train(int argc, char **argv)
             perm[i] = perm[j];
             perm[j] = tmp;
         }
-        double t0 = now_s(), loss_avg = 0, right = 0, seen = 0;
+        double t0 = port_now_ms(), loss_avg = 0, right = 0, seen = 0;
         for (int64_t s = 0; s < steps; s++) {
             kn_scope_begin(ctx);
             kn_tensor *in[2] = {rows(ctx, xtr, perm + s * b, b), rows(ctx, ytr, perm + s * b, b)}, *out[2];
-            double ts = now_s();
+            double ts = port_now_ms();
             double loss = 0, r = 0;
             int ok = in[0] && in[1] && kn_call(step, in, 2, out, 2) == KN_OK;
-            if (epoch == 1 && s == 0) first_ms = (now_s() - ts) * 1e3;
-            else if (epoch == 1 && s >= steps / 2 && s < steps / 2 + 20) compiled_ms += (now_s() - ts) * 1e3 / 20;
+            if (epoch == 1 && s == 0) first_ms = port_now_ms() - ts;
+            else if (epoch == 1 && s >= steps / 2 && s < steps / 2 + 20) compiled_ms += (port_now_ms() - ts) / 20;
             ok = ok && kn_item(ctx, out[0], &loss) == KN_OK && kn_item(ctx, out[1], &r) == KN_OK;
             kn_scope_end(ctx);
             if (!ok) return fail(ctx);
             loss_avg = s ? 0.98 * loss_avg + 0.02 * loss : loss;
             right += r;
             seen += (double)b;
-            if (s % 10 == 0 || s == steps - 1) bar(&o, epoch, s + 1, steps, loss_avg, right / seen, (double)(s + 1) / (now_s() - t0));
+            if (s % 10 == 0 || s == steps - 1) bar(&o, epoch, s + 1, steps, loss_avg, right / seen, (double)(s + 1) * 1e3 / (port_now_ms() - t0));
         }
         if (evaluate(ctx, ev, xte, yte, &acc)) return fail(ctx);
         if (!o.quiet) fputc('\n', stderr);
         printf("epoch %d: train loss %.4f, train accuracy %.1f%%, test accuracy %.2f%%, %.1f s\n", epoch, loss_avg,
-               100 * right / seen, 100 * acc, now_s() - t0);
+               100 * right / seen, 100 * acc, (port_now_ms() - t0) / 1e3);
         fflush(stdout);
         if (o.save && kn_save(ctx, o.save, names, state, np + nb) != KN_OK) return fail(ctx);
     }

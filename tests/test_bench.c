@@ -185,6 +185,25 @@ static int check_lines(const char *suite, const char *impl)
     return measured;
 }
 
+/* bench_json, the writer of every suite's lines (bench train and infer's
+ * too): the fields in order, strings escaped, null values without a measurement. */
+static void test_json(void)
+{
+    char line[512];
+    Obj o;
+    double v[3] = {1.5, 1.25, 2};
+    bench_json(&(BenchRecord){"train", "mlp/\"q\"", "kiln-c", "ms", v, 3, .batch = 64, .threads = 2}, line, sizeof line);
+    CHECK_MSG(!strcmp(line, "{\"suite\":\"train\",\"case\":\"mlp/\\\"q\\\"\",\"impl\":\"kiln-c\",\"metric\":\"ms\","
+                            "\"median\":1.5,\"min\":1.25,\"max\":2,\"n\":3,\"batch\":64,\"threads\":2}"),
+              "%s", line);
+    CHECK_MSG(parse(line, &o) && o.n == 10, "%s", line);
+    bench_json(&(BenchRecord){"gemm", "16", "openblas", "ms", .error = "not\tavailable"}, line, sizeof line);
+    CHECK_MSG(!strcmp(line, "{\"suite\":\"gemm\",\"case\":\"16\",\"impl\":\"openblas\",\"metric\":\"ms\","
+                            "\"median\":null,\"min\":null,\"max\":null,\"n\":0,\"error\":\"not\\u0009available\"}"),
+              "%s", line);
+    CHECK_MSG(parse(line, &o) && o.n == 9, "%s", line);
+}
+
 static void clear(void)
 {
     for (int i = 0; i < nlines; i++) free(lines[i]);
@@ -198,6 +217,7 @@ int main(void)
     o.json = o.quick = o.smoke = 1;
     o.emit = collect;
     test_validator();
+    test_json();
 
     CHECK_MSG(bench_gemm(&o) == 0, "bench gemm: a result check failed");
     CHECK(nlines > 0);

@@ -921,13 +921,6 @@ static kn_tensor *c_cached(kn_ctx *c, kn_tensor *const *in)
     return kn_add(c, kn_add(c, kn_softmax(c, kn_gelu(c, kn_linear(c, in[0], in[1], in[3]), 1), 1), e), conv);
 }
 
-static uint64_t fnv64(const unsigned char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
 /* The one .prog file in dir (its path in path), read into *data. */
 static int read_prog(const char *dir, char *path, size_t cap, unsigned char **data, size_t *size)
 {
@@ -998,7 +991,7 @@ static void test_program_cache(kn_ctx *ctx, kn_tensor *const *in)
                 for (int i = 0; i < 8; i++) nodes |= (uint64_t)d[32 + i] << 8 * i;
                 at += 8 * (size_t)nodes + 8; /* past the offsets and the step count */
                 for (int i = 0; i < 8; i++) d[at + i] = (unsigned char)(v >> 8 * i);
-                sum = fnv64(d + 32, size - 32);
+                sum = kn_hash(d + 32, size - 32); /* the checksum of the changed body */
                 for (int i = 0; i < 8; i++) d[24 + i] = (unsigned char)(sum >> 8 * i);
             }
             CHECK(port_write_file(path, d, n, why) == 0);

@@ -52,7 +52,6 @@
 #define HAVE_POSIX 0
 #endif
 #include <stdlib.h>
-#include <time.h>
 
 #include "test.h"
 #include "ref/replay.h"
@@ -89,16 +88,7 @@ static int cur_sec;          /* the section running, for compile times */
 static int be_index(CompileBackend be) { return be == BACKEND_C; }
 static const char *be_name(CompileBackend be) { return be == BACKEND_C ? "c" : "tcc"; }
 
-static double now(void) /* seconds of wall clock, for the report */
-{
-#if HAVE_POSIX
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-#else
-    return (double)time(NULL);
-#endif
-}
+static double now(void) { return port_now_ms() / 1e3; } /* seconds, for the report */
 
 /* One CHECK, counted in its section's tally. */
 static void count(int sec, CompileBackend be, int ok, const char *name, const char *what, const char *why)
