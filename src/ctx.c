@@ -105,7 +105,7 @@ uint64_t kn_hash(const void *p, size_t n)
     return h ^ h >> 33;
 }
 
-kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
+kn_ctx *ctx_new(const kn_ctx_opts *opts)
 {
     kn_alloc_fn fn = opts && opts->alloc ? opts->alloc : libc_alloc;
     void *user = opts ? opts->alloc_user : NULL;
@@ -117,7 +117,7 @@ kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
     ctx->rng[0] = opts ? opts->seed : 0;
     ctx->grad_enabled = 1;
     log_init(ctx);
-    eager_init(ctx);
+    ctx->eager_backend = KN_BACKEND_INTERP;
     return ctx;
 }
 
@@ -132,7 +132,7 @@ void kn_ctx_free(kn_ctx *ctx)
     while (ctx->live) kn_free(ctx, ctx->live);
     if (ctx->trace) graph_free(ctx->trace);
     for (int i = 0; i < 2; i++) tensor_unhold(ctx, ctx->rng_t[i]);
-    eager_free(ctx);
+    if (ctx->eager_hooks) ctx->eager_hooks->release(ctx);
     storage_cache_flush(ctx);
     kn_dealloc(ctx, ctx->scratch, ctx->scratch_bytes ? ctx->scratch_bytes + 64 : 0);
     ctx->alloc(ctx->alloc_user, ctx, sizeof *ctx, 0);
