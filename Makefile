@@ -180,7 +180,7 @@ mutate:
 
 .PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate fuzz
 
-# Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
+# Benchmarks side by side with PyTorch (docs/BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)
 BENCH_QUICK := $(if $(QUICK),--quick,)
 bench:
