@@ -70,7 +70,6 @@ $(B)/tests/%: tests/%.c tests/*.h tests/ref/*.h $(B)/libkiln.a
 deps:
 	@sh tests/deps.sh
 
-# The main job for now: the README's first program and the op listing.
 # The main job: installs what it needs, builds, runs the README's first
 # program, then trains on Fashion-MNIST with the whole step compiled.
 demo: deps
