@@ -81,7 +81,6 @@ $(B)/tests/test_io: TEST_LIBS = -lz
 deps:
 	@sh tests/deps.sh
 
-# The main job for now: the README's first program and the op listing.
 # The main job: installs what it needs, builds, runs the README's first
 # program, then trains on Fashion-MNIST with the whole step compiled.
 demo: deps
@@ -191,7 +190,7 @@ mutate:
 
 .PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate fuzz
 
-# Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
+# Benchmarks side by side with PyTorch (docs/BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)
 BENCH_QUICK := $(if $(QUICK),--quick,)
 bench:

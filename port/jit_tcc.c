@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-void *jit_tcc_new(const char *source, char *why);
+#include "port.h"
+
+void *jit_tcc_new(const char *source, const PortSymbol *syms, int nsyms, char *why);
 void *jit_tcc_sym(void *state, const char *name);
 void jit_tcc_delete(void *state);
 int jit_tcc_available(void);
@@ -22,9 +24,6 @@ int jit_tcc_available(void);
 
 #include <libtcc.h>
 #include <pthread.h>
-
-#include "../src/gemm_rt.h"
-#include "../src/vec_rt.h"
 
 static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -51,36 +50,8 @@ static void on_error(void *opaque, const char *msg)
         if (*p == '\n') *p = ' ';
 }
 
-/* The library functions generated code may call: the runtime GEMM (the
- * tcc dialect of targets/c/gemm.c calls it for every dot) and the vector
- * helpers (the block form of targets/c/loop.c). */
-#define ADD_SYMBOL(s, fn)                                                                                              \
-    do {                                                                                                               \
-        void *p_;                                                                                                      \
-        __typeof__(&fn) f_ = fn;                                                                                       \
-        memcpy(&p_, &f_, sizeof p_); /* function to object pointer, as dlsym's results are used */                     \
-        tcc_add_symbol(s, #fn, p_);                                                                                    \
-    } while (0)
-
-static void add_symbols(TCCState *s)
-{
-    ADD_SYMBOL(s, kn_rt_gemm);
-    ADD_SYMBOL(s, kn_rt_conv);
-    ADD_SYMBOL(s, kn_rt_conv_work);
-    ADD_SYMBOL(s, kn_rt_vunary);
-    ADD_SYMBOL(s, kn_rt_vbinary);
-    ADD_SYMBOL(s, kn_rt_vcompare);
-    ADD_SYMBOL(s, kn_rt_vwhere);
-    ADD_SYMBOL(s, kn_rt_vmask);
-    ADD_SYMBOL(s, kn_rt_vnonzero);
-    ADD_SYMBOL(s, kn_rt_vfill);
-    ADD_SYMBOL(s, kn_rt_vcopy);
-    ADD_SYMBOL(s, kn_rt_vsum);
-    ADD_SYMBOL(s, kn_rt_vaccmax);
-}
-
 /* Compiles and relocates source; NULL with tcc's errors in why. Holds the lock. */
-static TCCState *compile_locked(const char *source, char *why)
+static TCCState *compile_locked(const char *source, const PortSymbol *syms, int nsyms, char *why)
 {
     Errors e = {why, 0, ""};
     why[0] = '\0';
@@ -91,7 +62,7 @@ static TCCState *compile_locked(const char *source, char *why)
     }
     tcc_set_error_func(s, &e, on_error);
     tcc_set_output_type(s, TCC_OUTPUT_MEMORY);
-    add_symbols(s);
+    for (int i = 0; i < nsyms; i++) tcc_add_symbol(s, syms[i].name, syms[i].addr);
     if (tcc_compile_string(s, source) < 0 || tcc_add_library(s, "m") < 0 ||
         tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) {
         if (!e.len) snprintf(why, 256, "%s", e.warning[0] ? e.warning : "tcc: compilation failed");
@@ -101,10 +72,10 @@ static TCCState *compile_locked(const char *source, char *why)
     return s;
 }
 
-void *jit_tcc_new(const char *source, char *why)
+void *jit_tcc_new(const char *source, const PortSymbol *syms, int nsyms, char *why)
 {
     pthread_mutex_lock(&tcc_lock);
-    TCCState *s = compile_locked(source, why);
+    TCCState *s = compile_locked(source, syms, nsyms, why);
     pthread_mutex_unlock(&tcc_lock);
     return s;
 }
@@ -132,7 +103,7 @@ int jit_tcc_available(void)
     pthread_mutex_lock(&tcc_lock);
     if (!known) {
         char why[256];
-        TCCState *s = compile_locked("int kn_probe(void) { return 1; }", why);
+        TCCState *s = compile_locked("int kn_probe(void) { return 1; }", NULL, 0, why);
         ok = s != NULL;
         if (s) tcc_delete(s);
         known = 1;
@@ -143,9 +114,11 @@ int jit_tcc_available(void)
 
 #else
 
-void *jit_tcc_new(const char *source, char *why)
+void *jit_tcc_new(const char *source, const PortSymbol *syms, int nsyms, char *why)
 {
     (void)source;
+    (void)syms;
+    (void)nsyms;
     snprintf(why, 256, "tcc: kiln was built without libtcc (apt-get install tcc libtcc-dev, then rebuild)");
     return NULL;
 }

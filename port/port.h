@@ -71,7 +71,7 @@ const char *port_name(void);
 /* ---- compile C source and load it into this process ----
  *
  *     char why[256];
- *     PortModule *m = port_jit(PORT_CC, "double f(double x) { return x + 1; }", "-mavx2", why);
+ *     PortModule *m = port_jit(PORT_CC, "double f(double x) { return x + 1; }", "-mavx2", NULL, 0, why);
  *     if (!m) { ...fall back, say why... }
  *     double (*f)(double);
  *     void *p = port_jit_sym(m, "f");
@@ -88,13 +88,21 @@ enum {
     PORT_CC = 2   /* $KILN_CC or cc -O2 -std=gnu99 -fPIC -shared, then dlopen; cached by content hash */
 };
 
+/* A function of this process that loaded code may call: PORT_TCC links it by address (the caller's
+ * table); PORT_CC's shared objects find it by name, as the dynamic linker resolves them. */
+typedef struct PortSymbol {
+    const char *name;
+    void *addr;
+} PortSymbol;
+
 /* Compiles source (C99; may include <math.h>, <stdint.h>, <string.h>; links libm) and loads it.
  * Returns the module, or NULL with a reason in why (at least 256 bytes): no such compiler here, the
  * compiler's first error, the cache directory unusable. flags: extra compiler options separated by
  * spaces, e.g. "-mavx2 -mfma", or NULL; they are part of the cache key; tcc ignores them.
  * PORT_CC caches <key>.so in $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln;
- * a corrupt or stale entry is deleted and rebuilt. Thread-safe; never prints. */
-PortModule *port_jit(int how, const char *source, const char *flags, char *why);
+ * a corrupt or stale entry is deleted and rebuilt. syms (nsyms of them, or NULL): functions of this
+ * process the code calls. Thread-safe; never prints. */
+PortModule *port_jit(int how, const char *source, const char *flags, const PortSymbol *syms, int nsyms, char *why);
 
 /* Boundaries in a source for PORT_CC, which then compiles its pieces as
  * separate objects, several at once (one per thread of the port's pool),

@@ -223,7 +223,7 @@ int port_parallel_for(int n, void (*fn)(void *arg, int i), void *arg)
 /* ---- JIT ---- */
 
 /* jit_tcc.c: libtcc, or stubs that say it is not built in */
-void *jit_tcc_new(const char *source, char *why);
+void *jit_tcc_new(const char *source, const PortSymbol *syms, int nsyms, char *why);
 void *jit_tcc_sym(void *state, const char *name);
 void jit_tcc_delete(void *state);
 int jit_tcc_available(void);
@@ -740,7 +740,7 @@ static PortModule *jit_cc(const char *source, const char *flags, char *why)
     return m;
 }
 
-PortModule *port_jit(int how, const char *source, const char *flags, char *why)
+PortModule *port_jit(int how, const char *source, const char *flags, const PortSymbol *syms, int nsyms, char *why)
 {
     if (!source) {
         snprintf(why, 256, "port_jit: no source");
@@ -751,7 +751,7 @@ PortModule *port_jit(int how, const char *source, const char *flags, char *why)
         snprintf(why, 256, "port_jit: unknown compiler %d", how);
         return NULL;
     }
-    void *s = jit_tcc_new(source, why);
+    void *s = jit_tcc_new(source, syms, nsyms, why);
     PortModule *m = s ? malloc(sizeof *m) : NULL;
     if (s && !m) {
         jit_tcc_delete(s);

@@ -29,11 +29,13 @@ int port_parallel_for(int n, void (*fn)(void *arg, int i), void *arg)
     return 1;
 }
 
-PortModule *port_jit(int how, const char *source, const char *flags, char *why)
+PortModule *port_jit(int how, const char *source, const char *flags, const PortSymbol *syms, int nsyms, char *why)
 {
     (void)how;
     (void)source;
     (void)flags;
+    (void)syms;
+    (void)nsyms;
     snprintf(why, 256, "no JIT on this platform (%s)", NO_JIT_REASON);
     return NULL;
 }

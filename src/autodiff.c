@@ -560,7 +560,7 @@ static kn_status add_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g)
     p.dtype = leaf->dtype;
     kn_tensor *sum = leaf->grad ? prim2(ctx, OP_ADD, leaf->grad, g) : prim(ctx, OP_CAST, &g, &p); /* a copy */
     if (!sum) return ctx->status;
-    if (ctx->capture) return capture_set_grad(ctx, leaf, sum, 1);
+    if (ctx->capture) return ctx->capture->set_grad(ctx, leaf, sum, 1);
     if (leaf->grad) {
         leaf->grad->flags &= (uint8_t)~TF_GRAD;
         kn_free(ctx, leaf->grad);
@@ -579,7 +579,7 @@ kn_status kn_backward(kn_ctx *ctx, kn_tensor *loss, int keep_graph)
     kn_status s = KN_OK;
     kn_tensor **leaves = NULL, **grads = NULL;
     size_t bytes = MAX_LEAVES * sizeof *leaves;
-    uint32_t keep = ctx->capture ? capture_tape_start(ctx) : 0;
+    uint32_t keep = ctx->capture ? ctx->capture->tape_start(ctx) : 0;
     if (ctx->trace && !ctx->capture) s = kn_errs(ctx, KN_EUNSUPPORTED, "backward while tracing is done by kn_compile");
     else if (check_loss(ctx, loss)) s = ctx->status;
     else if (!(leaves = kn_alloc(ctx, bytes)) || !(grads = kn_alloc(ctx, bytes)))
@@ -692,7 +692,7 @@ void kn_zero_grad(kn_ctx *ctx, kn_tensor *const *params, int n)
 {
     if (!ctx || !params) return;
     for (int i = 0; i < n; i++)
-        if (ctx->capture && params[i]) capture_set_grad(ctx, params[i], NULL, 0);
+        if (ctx->capture && params[i]) ctx->capture->set_grad(ctx, params[i], NULL, 0);
         else if (params[i] && params[i]->grad) {
             params[i]->grad->flags &= (uint8_t)~TF_GRAD;
             kn_free(ctx, params[i]->grad);

@@ -182,6 +182,7 @@ typedef struct {
 } PendingWrite;
 
 typedef struct Capture {
+    TraceHooks hooks;        /* first: ctx->capture points here while tracing (core.h) */
     kn_fn *f;
     CEntry *e;
     kn_tensor *const *in;    /* the real inputs */
@@ -202,6 +203,19 @@ typedef struct Capture {
     uint32_t seg_tape;       /* the tape's length when the current graph began */
     CEntry *like;            /* traced again after its value guard failed: the values its call computed */
 } Capture;
+
+/* The tracer's state behind ctx->capture */
+static Capture *cap_of(const kn_ctx *ctx) { return (Capture *)ctx->capture; }
+
+/* the hooks the core calls while a body is traced (core.h TraceHooks) */
+static kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op);
+static kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src);
+static kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old);
+static void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what);
+static uint32_t capture_tape_start(const kn_ctx *ctx);
+static int capture_generic(const kn_ctx *ctx);
+static const TraceHooks capture_hooks = {capture_break, capture_write, capture_set_grad, capture_guard_flag,
+                                         capture_tape_start, capture_generic};
 
 /* Arrays in an arena hold max(8, the next power of two >= n) elements: room for one more. */
 static void *append(Arena *a, void *p, int n, size_t size)
@@ -708,7 +722,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
     }
     /* commit: writes, then grads */
     Graph *tr = ctx->trace;
-    struct Capture *cap = ctx->capture;
+    TraceHooks *cap = ctx->capture;
     ctx->trace = NULL;
     ctx->capture = NULL;
     for (int i = 0; i < e->nw && s == KN_OK; i++) {
@@ -939,9 +953,9 @@ static Tracked *track(Capture *c, kn_tensor *leaf, int read_old)
     return t;
 }
 
-kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old)
+static kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old)
 {
-    Capture *c = ctx->capture;
+    Capture *c = cap_of(ctx);
     Tracked *t = track(c, leaf, read_old);
     if (!t) return ctx->status;
     if (read_old) c->backward = 1;
@@ -955,19 +969,19 @@ kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_
     return KN_OK;
 }
 
-uint32_t capture_tape_start(const kn_ctx *ctx) { return ctx->capture->tape_start; }
+static uint32_t capture_tape_start(const kn_ctx *ctx) { return cap_of(ctx)->tape_start; }
 
-void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what)
+static void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what)
 {
-    CEntry *e = ctx->capture->e;
+    CEntry *e = cap_of(ctx)->e;
     for (int i = 0; i < e->nfg; i++)
         if (e->fg[i].p == flag) return;
     if (APPEND(&e->arena, e->fg, e->nfg)) e->fg[e->nfg++] = (FlagGuard){flag, *flag, what};
 }
 
-kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
+static kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
 {
-    Capture *c = ctx->capture;
+    Capture *c = cap_of(ctx);
     if (!kn_is_contiguous(dst) || dst->offset != 0 || (size_t)kn_numel(dst) * kn_dtype_size(kn_dtype_of(dst)) != dst->st->bytes)
         return kn_errs(ctx, KN_EUNSUPPORTED, "%s: the body writes into a view; kn_compile replays writes into whole "
                        "tensors only", c->f->name);
@@ -1084,7 +1098,7 @@ static kn_tensor *trace_value(Capture *c, Src s)
 static kn_status break_vjp(kn_ctx *ctx, void *user, kn_tensor *const *gs, kn_tensor **grads)
 {
     BreakRegion *r = user;
-    if (ctx->capture != r->c || !ctx->trace || ctx->trace->serial == r->serial)
+    if (cap_of(ctx) != r->c || !ctx->trace || ctx->trace->serial == r->serial)
         return kn_errs(ctx, KN_EUNSUPPORTED, "backward through a graph break of a compiled function runs only "
                        "inside its body (call kn_backward in the body, or read no value before the output)");
     size_t bytes = (size_t)r->g->n * sizeof(kn_tensor *);
@@ -1369,7 +1383,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
             s = tensor_assign(ctx, dst, resolve(f, e, &b, e->w[i].val));
         }
     ctx->trace = tr;
-    ctx->capture = c;
+    ctx->capture = &c->hooks;
     for (int i = 0; i < nmat && !s; i++) { /* each becomes a view of its value */
         kn_tensor *t = mat[i];
         int m = 0;
@@ -1513,9 +1527,9 @@ static void materialize_stand(Capture *c, int k)
 
 /* A read of t's values while tracing (kn_read, kn_item). A traced t is a
  * graph break; any value read is guarded on. */
-kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
+static kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
 {
-    Capture *c = ctx->capture;
+    Capture *c = cap_of(ctx);
     kn_fn *f = c->f;
     CEntry *e = c->e;
     Src val = {SRC_NONE, 0, 0};
@@ -1556,7 +1570,7 @@ kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
     size_t n = 0;
     void *bytes = v ? read_bytes(ctx, v, &n) : NULL;
     ctx->trace = tr;
-    ctx->capture = c;
+    ctx->capture = &c->hooks;
     if (!bytes) return ctx->status ? ctx->status : kn_errs(ctx, KN_EINVAL, "%s: %s: no value", f->name, op);
     void *copy = arena_alloc(&e->arena, n ? n : 1);
     if (!copy || !APPEND(&e->arena, e->vg, e->nvg)) {
@@ -1647,6 +1661,7 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     if (!e) return ctx->status;
     Capture c;
     memset(&c, 0, sizeof c);
+    c.hooks = capture_hooks;
     kn_tensor **vals[16] = {0};
     int nvals[16] = {0};
     kn_tensor *stand[MAX_IO];
@@ -1687,7 +1702,7 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     kn_tensor *bout[MAX_IO] = {0};
     if (!s) {
         ctx->trace = g;
-        ctx->capture = &c;
+        ctx->capture = &c.hooks;
         const char *op = ctx->op; /* the body's ops name themselves in errors, and are counted */
         uint64_t ops0 = ctx->public_ops;
         ctx->op = NULL;
@@ -1867,7 +1882,7 @@ static int64_t dyn_limit(const DynSeg *d, const Graph *g)
 
 /* 1 while kn_call traces the probes of an entry generic in s0 (dyn_entry):
  * a decomposition whose form depends on a size takes one that does not. */
-int capture_generic(const kn_ctx *ctx) { return ctx->capture && ctx->capture->probe; }
+static int capture_generic(const kn_ctx *ctx) { return ctx->capture && cap_of(ctx)->probe; }
 
 /* Held tensors of two probes: the same view, or a constant the body made
  * at each trace with the same values (a size read as a value is not). */

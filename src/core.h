@@ -198,10 +198,11 @@ struct kn_ctx {
     int no_custom_vjp;       /* tests: derive every backward from primitives */
     uint32_t tape_epoch;     /* bumped each time a tape is released */
     uint32_t logs;           /* KILN_LOGS topics (log.h), one bit each */
-    struct Capture *capture; /* kn_call tracing: where writes to concrete tensors are recorded */
+    struct TraceHooks *capture; /* kn_call tracing: its hooks (first in capture.c's state); NULL otherwise */
     uint64_t public_ops;     /* public op calls so far, nested ones included (kiln explain counts them) */
-    kn_backend eager_backend; /* eager ops (eager.c): the interpreter, or compiled kernels */
-    struct Eager *eager;     /* their kernel cache, made at the first op that needs it */
+    kn_backend eager_backend; /* eager ops: the interpreter, or compiled kernels (eager.c) */
+    const struct EagerHooks *eager_hooks; /* how eager.c runs them (NULL: the interpreter does) */
+    struct Eager *eager;     /* eager.c's kernel cache, made at the first op that needs it */
     uint64_t clock;          /* the last Storage.stamp handed out */
     uint8_t said_no_jit;     /* per kn_backend bit: kn_compile said that backend has no compiler here */
     /* freed storage kept for reuse (tensor.c, "freed storage kept"): blocks as data_alloc made them */
@@ -351,40 +352,36 @@ kn_status autodiff_region(kn_ctx *ctx, int nout, kn_tensor *const *out, int nin,
                           void (*release)(kn_ctx *ctx, void *user), void *user);
 void autodiff_truncate(kn_ctx *ctx, uint32_t len); /* drop entries from len on */
 
-/* ---- capture hooks (capture.c), called while kn_call traces a body (ctx->capture set) ---- */
-kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op); /* a read of symbolic t: graph break */
-kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* a traced value into a concrete tensor */
-kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old); /* leaf's .grad := g (NULL: none) */
-void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what); /* the graph assumed *flag's value */
-uint32_t capture_tape_start(const kn_ctx *ctx); /* the tape's length when tracing began */
-int capture_generic(const kn_ctx *ctx); /* tracing a graph generic in a size: no form that depends on one */
+/* ---- trace hooks: what the core asks of a tracer ----
+ * While kn_call traces a body, ctx->capture points at these (capture.c installs them, as the first
+ * member of its state); the core calls up to the tracer only through them, never by name. */
+typedef struct TraceHooks {
+    kn_status (*read)(kn_ctx *ctx, kn_tensor *t, const char *op);    /* a read of symbolic t: graph break */
+    kn_status (*write)(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* a traced value into a concrete tensor */
+    kn_status (*set_grad)(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old); /* .grad := g (NULL: none) */
+    void (*guard_flag)(kn_ctx *ctx, const int *flag, const char *what); /* the graph assumed *flag's value */
+    uint32_t (*tape_start)(const kn_ctx *ctx); /* the tape's length when tracing began */
+    int (*generic)(const kn_ctx *ctx); /* tracing a graph generic in a size: no form that depends on one */
+} TraceHooks;
 
 void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
 
 /* ---- kiln ops (opslist.c) ---- */
 int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */
 
-/* ---- eager ops through compiled single-op kernels (eager.c) ---- */
-typedef struct {
-    uint64_t runs;      /* ops run through a kernel */
-    uint64_t hits;      /* of which the kernel was in the cache */
-    uint64_t compiles;  /* signatures compiled (or tried) */
-    uint64_t failures;  /* signatures that did not compile: they run on the interpreter */
-    uint64_t evictions; /* kernels dropped to stay within the cache's size */
-    int entries;        /* kernels cached now */
-    int failed;         /* the backend has no compiler here: everything runs on the interpreter */
-    kn_backend backend; /* the context's eager backend */
-} EagerStats;
+/* ---- eager hooks: eager ops through compiled single-op kernels ----
+ * A compiled eager backend (eager.c: kn_set_eager_backend, KILN_EAGER) installs these in
+ * ctx->eager_hooks; prim() calls up to it only through them. */
+typedef struct EagerHooks {
+    /* runs op through a cached kernel: 1 with *out the result (NULL with the error set if it failed),
+     * or 0 if the interpreter should run it (an op or view that has no kernel, no compiler). odt, ond,
+     * osh: the result, by the op's shape rule */
+    int (*run)(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond,
+               const Dim *osh, kn_tensor **out);
+    void (*release)(kn_ctx *ctx); /* the kernel cache, when the context goes */
+} EagerHooks;
 
-void eager_init(kn_ctx *ctx); /* KILN_EAGER (else interp) into the context, when it is made */
-void eager_free(kn_ctx *ctx); /* the kernel cache, when the context goes */
-/* Runs op through a cached kernel of the context's eager backend: 1 with
- * *out the result (NULL with the error set if it failed), or 0 if the
- * interpreter should run it (backend interp, an op or view that has no
- * kernel, no compiler). odt, ond, osh: the result, by the op's shape rule. */
-int eager_run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond, const Dim *osh,
-              kn_tensor **out);
-void eager_stats(const kn_ctx *ctx, EagerStats *st);
-void eager_set_capacity(kn_ctx *ctx, int cap); /* tests: at most cap kernels (1..512) */
+/* A context as the core makes it (kn_ctx_new, eager.c, adds the eager backend KILN_EAGER names) */
+kn_ctx *ctx_new(const kn_ctx_opts *opts);
 
 #endif

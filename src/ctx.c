@@ -84,34 +84,7 @@ int kn_mul_overflows(size_t a, size_t b, size_t *out)
     return 0;
 }
 
-/* Each word is mixed in by a multiply (its high half folded back), then a
- * finaliser spreads every bit into the low ones, which the tables index by. */
-uint64_t kn_hash(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
-    for (; n >= 8; b += 8, n -= 8) {
-        memcpy(&w, b, 8); /* a constant size: one load */
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    if (n) {
-        w = 0;
-        memcpy(&w, b, n);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-    }
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ h >> 33;
-}
-
-uint64_t kn_hash_more(uint64_t h, const void *p, size_t n)
-{
-    h = (h ^ kn_hash(p, n)) * 0x9e3779b97f4a7c15ull; /* the multiply makes the order count */
-    return h ^ h >> 32;
-}
-
-kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
+kn_ctx *ctx_new(const kn_ctx_opts *opts)
 {
     kn_alloc_fn fn = opts && opts->alloc ? opts->alloc : libc_alloc;
     void *user = opts ? opts->alloc_user : NULL;
@@ -123,7 +96,7 @@ kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
     ctx->rng[0] = opts ? opts->seed : 0;
     ctx->grad_enabled = 1;
     log_init(ctx);
-    eager_init(ctx);
+    ctx->eager_backend = KN_BACKEND_INTERP;
     return ctx;
 }
 
@@ -138,7 +111,7 @@ void kn_ctx_free(kn_ctx *ctx)
     while (ctx->live) kn_free(ctx, ctx->live);
     if (ctx->trace) graph_free(ctx->trace);
     for (int i = 0; i < 2; i++) tensor_unhold(ctx, ctx->rng_t[i]);
-    eager_free(ctx);
+    if (ctx->eager_hooks) ctx->eager_hooks->release(ctx);
     storage_cache_flush(ctx);
     kn_dealloc(ctx, ctx->scratch, ctx->scratch_bytes ? ctx->scratch_bytes + 64 : 0);
     ctx->alloc(ctx->alloc_user, ctx, sizeof *ctx, 0);

@@ -405,7 +405,7 @@ static kn_tensor *holds_up_to(kn_ctx *ctx, kn_tensor *x, int64_t n, int64_t boun
 }
 
 /* The scan of y along d in a form that does not depend on n = its size, for
- * a graph generic in n (capture_generic): SCAN_STEPS steps y += y shifted by
+ * a graph generic in n (the tracer's generic hook): SCAN_STEPS steps y += y shifted by
  * s = 1, 2, 4, ..., each shift a gather at max(i - s, 0) kept where i >= s
  * (else 0), which cover any n <= 2^SCAN_STEPS; the graph holds up to that
  * (holds_up_to). The additions are the eager scan's, then 0s (which make a
@@ -445,7 +445,7 @@ kn_tensor *kn_cumsum(kn_ctx *ctx, kn_tensor *x, int dim)
     kn_dtype dt = sum_type((kn_dtype)x->dtype);
     kn_tensor *y = p_cast(ctx, x, acc_of(dt));
     int64_t n = x->ndim ? x->shape[d] : 1, before[KN_MAX_DIMS] = {0};
-    if (ctx->trace && capture_generic(ctx) && x->ndim && n < ((int64_t)1 << SCAN_STEPS))
+    if (ctx->trace && ctx->capture && ctx->capture->generic(ctx) && x->ndim && n < ((int64_t)1 << SCAN_STEPS))
         return LEAVE(ctx, p_cast(ctx, scan_generic(ctx, y, d), dt));
     for (int64_t s = 1; s < n && y; s *= 2) {
         before[d] = s;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "compile.h"
+#include "eager.h"
 #include "log.h"
 #include "../port/port.h"
 
@@ -94,6 +95,11 @@ static const char *backend_name(kn_backend b) { return b == KN_BACKEND_C ? "c" :
 
 /* ---- setup ---- */
 
+static int eager_run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond,
+                     const Dim *osh, kn_tensor **out);
+static void eager_free(kn_ctx *ctx);
+static const EagerHooks eager_hooks = {eager_run, eager_free};
+
 kn_status kn_set_eager_backend(kn_ctx *ctx, kn_backend b)
 {
     if (!ctx) return KN_EINVAL;
@@ -101,22 +107,25 @@ kn_status kn_set_eager_backend(kn_ctx *ctx, kn_backend b)
         return kn_errs(ctx, KN_EINVAL, "kn_set_eager_backend: %d is not a kn_backend", (int)b);
     if (b != ctx->eager_backend) eager_free(ctx); /* the other backend's kernels */
     ctx->eager_backend = b;
+    ctx->eager_hooks = &eager_hooks;
     return KN_OK;
 }
 
-/* KILN_EAGER=c|tcc|interp, read when a context is made; anything else is reported once and ignored */
-void eager_init(kn_ctx *ctx)
+/* The core's context, with the eager backend KILN_EAGER=c|tcc|interp names (anything else is reported
+ * once and ignored) */
+kn_ctx *kn_ctx_new(const kn_ctx_opts *opts)
 {
+    kn_ctx *ctx = ctx_new(opts);
     const char *v = getenv("KILN_EAGER");
-    ctx->eager_backend = KN_BACKEND_INTERP;
-    if (!v || !*v || !strcmp(v, "interp")) return;
+    if (!ctx || !v || !*v || !strcmp(v, "interp")) return ctx;
     if (!strcmp(v, "c") || !strcmp(v, "tcc")) {
-        ctx->eager_backend = !strcmp(v, "c") ? KN_BACKEND_C : KN_BACKEND_TCC;
-        return;
+        kn_set_eager_backend(ctx, !strcmp(v, "c") ? KN_BACKEND_C : KN_BACKEND_TCC);
+        return ctx;
     }
     char line[96];
     snprintf(line, sizeof line, "kiln: KILN_EAGER=%.32s is not c, tcc or interp; ignored", v);
     say(ctx, line);
+    return ctx;
 }
 
 /* The context's cache, made on first use; NULL with the error set. */
@@ -138,7 +147,7 @@ static void drop(kn_ctx *ctx, Entry *x)
     kn_dealloc(ctx, x, sizeof *x);
 }
 
-void eager_free(kn_ctx *ctx)
+static void eager_free(kn_ctx *ctx)
 {
     Eager *e = ctx->eager;
     if (!e) return;
@@ -471,8 +480,8 @@ static int compiled_op(Op op)
     return c != OC_LEAF && (c != OC_CREATE || op == OP_RAND) && c != OC_INDEX;
 }
 
-int eager_run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond, const Dim *osh,
-              kn_tensor **out)
+static int eager_run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p, uint8_t odt, uint8_t ond,
+                     const Dim *osh, kn_tensor **out)
 {
     *out = NULL;
     if (!compiled_op(op) || tensor_numel(ond, osh) == 0) return 0;

@@ -39,7 +39,7 @@
 #include <string.h>
 
 #include "gemm_rt.h"
-#include "target.h"
+#include "dot.h"
 
 typedef ptrdiff_t Ix;
 

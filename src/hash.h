@@ -1,5 +1,5 @@
 /*
- * hash.h — kiln's one hash of bytes (ctx.c), for the interning tables, the
+ * hash.h — kiln's one hash of bytes (hash.c), for the interning tables, the
  * caches' keys and checksums, and seeds derived from names. Declared apart
  * from core.h so that a port's on-disk cache uses it too.
  */

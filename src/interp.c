@@ -19,7 +19,7 @@
 #include "../port/port.h"
 #include "core.h"
 #include "gemm_rt.h"
-#include "target.h"
+#include "dot.h"
 
 /* ---- strided iteration over an output shape ---- */
 

@@ -108,7 +108,7 @@ kn_status tensor_assign(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
     const char *saved = op_enter(ctx, "tensor_assign");
     kn_status s = assign_checks(ctx, dst, src);
     if (s == KN_OK && ctx->capture) {
-        s = capture_write(ctx, dst, src); /* kn_call is tracing: a write the program replays */
+        s = ctx->capture->write(ctx, dst, src); /* kn_call is tracing: a write the program replays */
         op_leave(ctx, saved);
         return s;
     }
@@ -386,7 +386,7 @@ static int sgd_update(kn_optim *o, int i, kn_tensor *g, Writes *ws)
     if (s->momentum != 0) {
         kn_tensor *buf = state(o, i, ST_BUF);
         if (!buf) return 0;
-        if (ctx->capture) capture_guard_flag(ctx, &o->state[i].started, "SGD momentum buffer started");
+        if (ctx->capture) ctx->capture->guard_flag(ctx, &o->state[i].started, "SGD momentum buffer started");
         kn_tensor *nb = o->state[i].started ? add_scaled(ctx, binc(ctx, OP_MUL, buf, s->momentum),
                                                          1 - s->dampening, d)
                                             : d;

@@ -364,7 +364,9 @@ static kn_tensor *run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p
         if (!copy) return v;
     }
     kn_tensor *out = NULL;
-    if (ctx->eager_backend != KN_BACKEND_INTERP && eager_run(ctx, op, src, p, odt, ond, osh, &out)) return out;
+    if (ctx->eager_backend != KN_BACKEND_INTERP && ctx->eager_hooks &&
+        ctx->eager_hooks->run(ctx, op, src, p, odt, ond, osh, &out))
+        return out;
     out = tensor_new(ctx, (kn_dtype)odt, ond, osh);
     if (!out) return NULL;
     if (interp_run(ctx, op, out, src, p) != KN_OK) {
@@ -522,7 +524,7 @@ kn_tensor *p_iota(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape, int 
  * advance is affine in the sizes (a draw of s0 elements stays generic in
  * s0: capture.c). Eagerly the counter is bumped in place. While tracing,
  * the advance is a traced write of the counter: under kn_call a write the
- * program replays after every run (capture_write, as an optimizer's
+ * program replays after every run (the tracer's write hook, as an optimizer's
  * state), so compiled draws read and advance the state exactly as eager
  * ones; in a bare trace it only makes the trace's later draws read it. */
 kn_tensor *p_rand(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
@@ -543,7 +545,7 @@ kn_tensor *p_rand(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *shape)
         return t;
     }
     if (!(next = prim2(ctx, OP_ADD, ctr, p_full(ctx, KN_I64, 0, NULL, (double)n)))) return NULL;
-    if (ctx->capture) return capture_write(ctx, ctr, next) ? NULL : t;
+    if (ctx->capture) return ctx->capture->write(ctx, ctr, next) ? NULL : t;
     ctr->node = next->node;
     ctr->trace_serial = next->trace_serial;
     return t;

@@ -5,7 +5,8 @@
 #     sh tests/run.sh native DIR wasm WDIR arm ADIR   any of the three, in order
 #
 # native: every executable DIR/tests/test_*, then DIR/tests/fuzz_compiled, then
-#         every tests/test_*.sh (tests of the build itself: they use no build directory).
+#         every tests/test_*.sh (tests of the build itself: they use no build directory),
+#         then tests/layers.sh on DIR/obj.
 # wasm:   builds WDIR (make wasm-build), runs WDIR/tests/test_*.wasm under node.
 # arm:    builds ADIR (make arm-build), runs ADIR/arm_smoke.elf under QEMU.
 # A program that crashes, exits nonzero or prints no summary counts as one
@@ -69,6 +70,8 @@ native() {
         [ -f "$t" ] || continue
         run_one "$t" sh "$t"
     done
+    # which file may include and call which (docs/ARCHITECTURE.md's layers), on this build's objects
+    run_one tests/layers.sh sh tests/layers.sh "$1/obj"
 }
 
 wasm() {

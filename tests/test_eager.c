@@ -27,6 +27,7 @@
 
 #include "test.h"
 #include "../src/core.h"
+#include "../src/eager.h"
 #include "../port/port.h"
 
 #ifndef __wasi__

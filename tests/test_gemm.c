@@ -19,6 +19,7 @@
 #include "../port/port.h"
 #include "../src/gemm_rt.h"
 #include "../targets/c/gemm.h"
+#include "../targets/c/render.h"
 #include "test.h"
 
 enum { GUARD = 37 };
@@ -335,7 +336,7 @@ static void host_case(int dt, int64_t batch, int64_t M, int64_t N, int64_t K, in
     CHECK_MSG(all && src && strlen(src) * 2 < strlen(all), "host text %zu bytes, all ISAs %zu",
               src ? strlen(src) : 0, all ? strlen(all) : 0);
     src = with_epilogue(&c, src);
-    PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+    PortModule *m = src ? c_jit(PORT_CC, src, NULL, why) : NULL;
     CHECK_MSG(m != NULL, "cc host: %s", src ? why : "render");
     void *p = m ? port_jit_sym(m, "kgemm") : NULL;
     Kern f = NULL;
@@ -381,7 +382,7 @@ static void keep_case(int dialect, int dt, int64_t batch, int64_t M, int64_t N, 
     c.s.bkeep = 1;
     cbytes = (size_t)(c.nc + 2 * GUARD) * es;
     char *src = with_epilogue(&c, render(&c.s, dialect));
-    PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+    PortModule *m = src ? c_jit(PORT_CC, src, NULL, why) : NULL;
     CHECK_MSG(m != NULL, "cc kept B: %s", src ? why : "render");
     void *p = m ? port_jit_sym(m, "kgemm") : NULL, *q = m ? port_jit_sym(m, "kgemm_isa") : NULL;
     void *r = m ? port_jit_sym(m, "kgemm_bpack") : NULL;
@@ -436,7 +437,7 @@ static void runtime_case(Case *c)
     void *bufs[7];
     char why[256];
     char *src = with_epilogue(c, render(&c->s, GEMM_RUNTIME));
-    PortModule *m = src ? port_jit(PORT_TCC, src, NULL, why) : NULL;
+    PortModule *m = src ? c_jit(PORT_TCC, src, NULL, why) : NULL;
     CHECK_MSG(m != NULL, "tcc runtime: %s", src ? why : "render");
     void *p = m ? port_jit_sym(m, "kgemm") : NULL;
     Kern f = NULL;
@@ -482,7 +483,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
     if (avail_tcc) runtime_case(&c);
     if (avail_tcc && dt == GEMM_F32) {
         char *src = with_epilogue(&c, render(&c.s, GEMM_SCALAR));
-        PortModule *m = src ? port_jit(PORT_TCC, src, NULL, why) : NULL;
+        PortModule *m = src ? c_jit(PORT_TCC, src, NULL, why) : NULL;
         CHECK_MSG(m != NULL, "tcc: %s", src ? why : "render");
         if (m) {
             void *p = port_jit_sym(m, "kgemm");
@@ -498,7 +499,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
     }
     if (avail_cc) {
         char *src = with_epilogue(&c, render(&c.s, GEMM_SIMD));
-        PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+        PortModule *m = src ? c_jit(PORT_CC, src, NULL, why) : NULL;
         CHECK_MSG(m != NULL, "cc: %s", src ? why : "render");
         if (m) {
             void *p = port_jit_sym(m, "kgemm"), *q = port_jit_sym(m, "kgemm_isa");
@@ -533,7 +534,7 @@ static void run_case(int avail_tcc, int avail_cc, int dt, int64_t batch, int64_t
     /* the scalar dialect compiled by cc too (for f64, which the tcc run above skips) */
     if (avail_cc && dt == GEMM_F64) {
         char *src = with_epilogue(&c, render(&c.s, GEMM_SCALAR));
-        PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+        PortModule *m = src ? c_jit(PORT_CC, src, NULL, why) : NULL;
         CHECK_MSG(m != NULL, "cc scalar: %s", src ? why : "render");
         if (m) {
             void *p = port_jit_sym(m, "kgemm");
@@ -618,7 +619,7 @@ static void wino_case(int dt, int64_t n, int64_t c, int64_t h, int64_t w, int64_
         cs.s.ukeep = !d;
         char *src = with_epilogue(&cs, render(&cs.s, d ? GEMM_SIMD : GEMM_SIMD_HOST));
         CHECK(src && strstr(src, "winograd") != NULL);
-        PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+        PortModule *m = src ? c_jit(PORT_CC, src, NULL, why) : NULL;
         CHECK_MSG(m != NULL, "cc winograd: %s", src ? why : "render");
         void *p = m ? port_jit_sym(m, "kgemm") : NULL;
         Kern f = NULL;
@@ -693,7 +694,7 @@ static void lib_conv_case(int t, int64_t n, int64_t c, int64_t h, int64_t w, int
     cs.s.wino = 2, cs.s.ukeep = !t;
     char *src = with_epilogue(&cs, render(&cs.s, GEMM_SIMD_HOST));
     CHECK(src && strstr(src, "kn_rt_conv, lent") != NULL);
-    PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+    PortModule *m = src ? c_jit(PORT_CC, src, NULL, why) : NULL;
     CHECK_MSG(m != NULL, "cc library winograd: %s", src ? why : "render");
     void *p = m ? port_jit_sym(m, "kgemm") : NULL;
     size_t bytes = (size_t)(cs.nc + 2 * GUARD) * 4;
@@ -773,7 +774,7 @@ static void lent_case(int dt, int64_t batch, int64_t M, int64_t N, int64_t K, in
     if (epi) case_epilogue(&cs);
     char *src = with_epilogue(&cs, render(&cs.s, GEMM_LENT));
     CHECK(src && strstr(src, "kn_rt_gemm, lent") != NULL);
-    PortModule *m = src ? port_jit(PORT_CC, src, NULL, why) : NULL;
+    PortModule *m = src ? c_jit(PORT_CC, src, NULL, why) : NULL;
     CHECK_MSG(m != NULL, "cc lent gemm: %s", src ? why : "render");
     void *p = m ? port_jit_sym(m, "kgemm") : NULL;
     if (m && CHECK(p != NULL)) {

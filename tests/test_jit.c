@@ -44,7 +44,7 @@ static Fn fn(PortModule *m, const char *name)
 static int compiles_to(int how, const char *src, const char *flags, double want)
 {
     char why[256] = "";
-    PortModule *m = port_jit(how, src, flags, why);
+    PortModule *m = port_jit(how, src, flags, NULL, 0, why);
     CHECK_MSG(m != NULL, "port_jit(%d, flags \"%s\"): %s", how, flags ? flags : "", why);
     if (!m) return 0;
     Fn f = fn(m, "f");
@@ -71,8 +71,8 @@ static void test_compile(int how)
         "}\n"
         "int answer = 42;\n";
     char why[256] = "";
-    PortModule *a = port_jit(how, SRC, NULL, why);
-    PortModule *b = port_jit(how, saxpy, "", why);
+    PortModule *a = port_jit(how, SRC, NULL, NULL, 0, why);
+    PortModule *b = port_jit(how, saxpy, "", NULL, 0, why);
     CHECK_MSG(a && b, "%s", why);
     if (a && b) {
         void (*k)(int64_t, float, const float *, float *) = NULL;
@@ -97,12 +97,35 @@ static void test_compile(int how)
 static void test_errors(int how)
 {
     char why[256] = "";
-    PortModule *m = port_jit(how, "double f(double x) { return x + ; }\n", NULL, why);
+    PortModule *m = port_jit(how, "double f(double x) { return x + ; }\n", NULL, NULL, 0, why);
     CHECK(m == NULL);
     CHECK_MSG(strstr(why, "error") && strlen(why) < 256, "why: \"%s\"", why);
     port_jit_free(m);
     why[0] = '\0';
-    CHECK(port_jit(how, NULL, NULL, why) == NULL && why[0]);
+    CHECK(port_jit(how, NULL, NULL, NULL, 0, why) == NULL && why[0]);
+}
+
+/* A function of this process the code calls, by the address syms gives (PORT_TCC links nothing
+ * else of the process); without it the load fails and says which symbol */
+static double host_twice(double x) { return 2 * x; }
+
+static void test_symbols(void)
+{
+    char why[256] = "";
+    double (*fp)(double) = host_twice;
+    PortSymbol sym = {"host_twice", NULL};
+    memcpy(&sym.addr, &fp, sizeof sym.addr);
+    const char *src = "double host_twice(double);\ndouble f(double x) { return host_twice(x) + 1; }\n";
+    PortModule *m = port_jit(PORT_TCC, src, NULL, &sym, 1, why);
+    CHECK_MSG(m != NULL, "with the symbol: %s", why);
+    void *p = m ? port_jit_sym(m, "f") : NULL;
+    double (*f)(double) = NULL;
+    if (p) memcpy(&f, &p, sizeof p);
+    CHECK(f && f(3) == 7);
+    port_jit_free(m);
+    m = port_jit(PORT_TCC, src, NULL, NULL, 0, why);
+    CHECK_MSG(m == NULL && strstr(why, "host_twice"), "without it: %s", m ? "loaded" : why);
+    port_jit_free(m);
 }
 
 /* A source in pieces (port.h): a prelude of static helpers, parts that
@@ -130,7 +153,7 @@ static void test_pieces(int how)
     }
     snprintf(src + n, sizeof src - n, "%sdouble h(double x) { return x + ; }\n", PORT_PART);
     char why[256] = "";
-    PortModule *m = port_jit(how, src, NULL, why);
+    PortModule *m = port_jit(how, src, NULL, NULL, 0, why);
     CHECK_MSG(m == NULL && strstr(why, "error"), "a bad piece: %s", m ? "compiled" : why);
     port_jit_free(m);
     port_set_threads(was);
@@ -140,7 +163,7 @@ static void test_pieces(int how)
 static void unavailable(int how, const char *name, int wanted)
 {
     char why[256] = "";
-    PortModule *m = port_jit(how, SRC, NULL, why);
+    PortModule *m = port_jit(how, SRC, NULL, NULL, 0, why);
     CHECK(m == NULL && why[0]);
     port_jit_free(m);
     if (wanted) CHECK_MSG(0, "%s should work in this build (port %s) but: %s", name, port_name(), why);
@@ -266,15 +289,15 @@ static void test_cache(const char *root)
     CHECK(compiles_to(PORT_CC, SRC, NULL, e1 + 1)); /* not e + 2 */
 
     /* the compiler's complaints come back; nothing is left behind */
-    PortModule *m = port_jit(PORT_CC, SRC, "-fno-such-flag-kiln", why);
+    PortModule *m = port_jit(PORT_CC, SRC, "-fno-such-flag-kiln", NULL, 0, why);
     CHECK_MSG(!m && strstr(why, "no-such-flag-kiln"), "why: \"%s\"", why);
-    m = port_jit(PORT_CC, "double f(double x) { return undeclared_thing(x); }\n", "-Werror", why);
+    m = port_jit(PORT_CC, "double f(double x) { return undeclared_thing(x); }\n", "-Werror", NULL, 0, why);
     CHECK_MSG(!m && strstr(why, "undeclared_thing") && !strstr(why, dir), "why: \"%s\"", why);
     CHECK(others(dir) == 0);
 
     /* an unusable cache directory says so */
     setenv("KILN_CACHE_DIR", "/dev/null/kiln", 1);
-    m = port_jit(PORT_CC, SRC, NULL, why);
+    m = port_jit(PORT_CC, SRC, NULL, NULL, 0, why);
     CHECK_MSG(!m && strstr(why, "cache directory"), "why: \"%s\"", why);
 
     /* without KILN_CACHE_DIR: $XDG_CACHE_HOME/kiln */
@@ -293,7 +316,7 @@ static void test_cache(const char *root)
     CHECK(port_jit_available(PORT_CC) == 0);
     char line[256] = "x";
     CHECK(port_jit_version(PORT_CC, line) == 0 && line[0] == '\0');
-    m = port_jit(PORT_CC, SRC, NULL, why);
+    m = port_jit(PORT_CC, SRC, NULL, NULL, 0, why);
     CHECK_MSG(!m && strstr(why, "kiln-cc"), "why: \"%s\"", why);
     unsetenv("KILN_CC");
     CHECK(port_jit_available(PORT_CC) == 1);
@@ -351,7 +374,7 @@ int main(void)
 {
     int posix = !strcmp(port_name(), "posix");
     char why[256] = "";
-    CHECK(port_jit(0, SRC, NULL, why) == NULL && why[0]);
+    CHECK(port_jit(0, SRC, NULL, NULL, 0, why) == NULL && why[0]);
     CHECK(port_jit_available(0) == 0);
     char version[256] = "x";
     CHECK(port_jit_version(PORT_TCC, version) == 0 && version[0] == '\0'); /* in the process: no --version */
@@ -368,6 +391,7 @@ int main(void)
         test_compile(PORT_TCC);
         test_errors(PORT_TCC);
         test_pieces(PORT_TCC);
+        test_symbols();
     } else {
         unavailable(PORT_TCC, "tcc", posix && TCC_BUILT);
     }

@@ -38,7 +38,7 @@ static PortModule *compile(const Kernel *k, KernelFn *fn)
     char *src = malloc(len + 1);
     PortModule *m = NULL;
     void *p = NULL;
-    if (src) c_render(&k, 1, src, len + 1), m = port_jit(PORT_TCC, src, NULL, why);
+    if (src) c_render(&k, 1, src, len + 1), m = c_jit(PORT_TCC, src, NULL, why);
     if (m) p = port_jit_sym(m, k->name);
     CHECK_MSG(p != NULL, "%s: %s", k->name, m ? "no symbol" : why);
     if (p) memcpy(fn, &p, sizeof p);

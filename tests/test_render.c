@@ -257,7 +257,7 @@ static void run_with(int how, const CIsa *isa, Outs *o, const Graph *g, const Sc
     char why[256] = "", what[160], flags[200];
     const char *cc = how == PORT_TCC ? "tcc" : isa ? isa->name : "cc";
     if (isa) c_cc_flags(isa, flags, sizeof flags);
-    PortModule *m = port_jit(how, src, isa ? flags : NULL, why);
+    PortModule *m = c_jit(how, src, isa ? flags : NULL, why);
     if (!EXPECT(m != NULL, "%s: %s: %s", o->name, cc, why)) return;
     Buf *bufs = calloc(g->n, sizeof *bufs);
     int ok = bufs != NULL;
@@ -623,7 +623,7 @@ static void test_rand(kn_ctx *ctx)
     size_t len = c_render(&kp, 1, NULL, 0);
     char *src = malloc(len + 1), why[256];
     c_render(&kp, 1, src, len + 1);
-    PortModule *m = port_jit(PORT_TCC, src, NULL, why);
+    PortModule *m = c_jit(PORT_TCC, src, NULL, why);
     void *p = m ? port_jit_sym(m, k.name) : NULL;
     KernelFn fn = NULL;
     if (p) memcpy(&fn, &p, sizeof p);
@@ -727,7 +727,7 @@ static int run_ir_isa(int how, const CIsa *isa, const char *text, void **bufs)
     char *src = ok ? malloc(len + 1) : NULL, flags[200];
     if (src) render_one(kp, isa, src, len + 1);
     if (isa) c_cc_flags(isa, flags, sizeof flags);
-    PortModule *m = src ? port_jit(how, src, isa ? flags : NULL, why) : NULL;
+    PortModule *m = src ? c_jit(how, src, isa ? flags : NULL, why) : NULL;
     void *p = m ? port_jit_sym(m, k.name) : NULL;
     KernelFn fn = NULL;
     if (p) memcpy(&fn, &p, sizeof p);
@@ -1742,7 +1742,7 @@ static void test_shape_symbols(kn_ctx *ctx, int how, const CIsa *isa)
     char *src = len ? malloc(len + 1) : NULL;
     if (src) isa ? c_render_isa(&kp, 1, isa, src, len + 1) : c_render(&kp, 1, src, len + 1);
     if (isa) c_cc_flags(isa, flags, sizeof flags);
-    PortModule *m = src ? port_jit(how, src, isa ? flags : NULL, why) : NULL;
+    PortModule *m = src ? c_jit(how, src, isa ? flags : NULL, why) : NULL;
     void *sym = m ? port_jit_sym(m, "kz") : NULL;
     void (*fn)(void **) = NULL;
     if (sym) memcpy(&fn, &sym, sizeof sym);

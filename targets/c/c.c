@@ -13,6 +13,8 @@
 #include "../../src/target.h"
 #include "gemm.h"
 #include "render.h"
+#include "../../src/gemm_rt.h"
+#include "../../src/vec_rt.h"
 
 static int cc_available(void) { return port_jit_available(PORT_CC); }
 static int tcc_available(void) { return port_jit_available(PORT_TCC); }
@@ -52,12 +54,38 @@ static void *cc_load(const char *src, char *why)
         snprintf(why, 256, "cc: its flags do not fit %d bytes", (int)sizeof flags);
         return NULL;
     }
-    return port_jit(PORT_CC, src, flags, why);
+    return c_jit(PORT_CC, src, flags, why);
 }
 /* the dialect and flags the host's ISA gives (cc_render, cc_load) */
 static const char *cc_tag(void) { return c_isa_host()->name; }
 
-static void *tcc_load(const char *src, char *why) { return port_jit(PORT_TCC, src, "", why); }
+/* A function's address as an object pointer, as dlsym's results are used */
+static void *addr_of(void (*fn)(void))
+{
+    void *p;
+    memcpy(&p, &fn, sizeof p);
+    return p;
+}
+
+void c_rt_symbols(PortSymbol syms[C_RT_NSYMS])
+{
+#define SYM(fn) (PortSymbol){#fn, addr_of((void (*)(void))fn)}
+    const PortSymbol all[C_RT_NSYMS] = {SYM(kn_rt_gemm),     SYM(kn_rt_conv),    SYM(kn_rt_conv_work), SYM(kn_rt_vunary),
+                                        SYM(kn_rt_vbinary),  SYM(kn_rt_vcompare), SYM(kn_rt_vwhere),   SYM(kn_rt_vmask),
+                                        SYM(kn_rt_vnonzero), SYM(kn_rt_vfill),   SYM(kn_rt_vcopy),     SYM(kn_rt_vsum),
+                                        SYM(kn_rt_vaccmax)};
+#undef SYM
+    memcpy(syms, all, sizeof all);
+}
+
+PortModule *c_jit(int how, const char *src, const char *flags, char *why)
+{
+    PortSymbol syms[C_RT_NSYMS];
+    c_rt_symbols(syms);
+    return port_jit(how, src, flags, syms, C_RT_NSYMS, why);
+}
+
+static void *tcc_load(const char *src, char *why) { return c_jit(PORT_TCC, src, "", why); }
 /* the scalar dialect's text is the same on every machine; a program cache entry spares a warm start
  * scheduling, lowering and rendering (ResNet-18's training step: 60-150 of its ~220 ms), not TinyCC's
  * compile of the text, which tcc_load runs in every process */

@@ -44,6 +44,7 @@
 #ifndef KN_TARGETS_C_RENDER_H
 #define KN_TARGETS_C_RENDER_H
 
+#include "../../port/port.h"
 #include "../../src/ir.h"
 
 /* An instruction set of the SIMD dialect: its name, the system compiler's
@@ -80,5 +81,12 @@ size_t c_render_blocks(const Kernel *const *ks, int nk, int min, char *buf, size
  * for the vectoriser and accumulate in lanes (so float sums differ from the
  * scalar dialect's by rounding; pointwise results are the same bits). */
 size_t c_render_isa(const Kernel *const *ks, int nk, const CIsa *isa, char *buf, size_t cap);
+
+/* The library functions rendered code may call (the tcc dialect's dots call kn_rt_gemm, the block
+ * form of loops the vector helpers of src/vec_rt.h), as port_jit takes them; c_jit loads rendered
+ * text with them */
+enum { C_RT_NSYMS = 13 };
+void c_rt_symbols(PortSymbol syms[C_RT_NSYMS]);
+PortModule *c_jit(int how, const char *src, const char *flags, char *why);
 
 #endif

@@ -6,7 +6,7 @@ Run with Debian's interpreter, which sees python3-torch (1.13):
     /usr/bin/python3 tests/bench/torch_peer.py [--threads 2] [--quick]
                      [--models mlp,cnn,gpt] [--steps 30] [--json]
 
-It runs the three workloads of ../shared/BENCHMARKS.md at the 2-core CPU
+It runs the three workloads of docs/BENCHMARKS.md at the 2-core CPU
 batch sizes (mlp 128, cnn 16, gpt 4) and prints one JSON object per line, the
 schema `kiln bench train|infer --json` prints, so tests/bench/report.py can
 set them side by side:

@@ -6,7 +6,7 @@
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
-// Node 20 can crash in a WASI call after memory.grow (TOOLCHAINS.md); the
+// Node 20 can crash in a WASI call after memory.grow; the
 // crash is in V8's fast API calls, so turn them off before any WASI call.
 require('node:v8').setFlagsFromString('--no-turbo-fast-api-calls');
 const { WASI } = require('node:wasi');

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""gen_models.py -- a full PyTorch reference for the three models of BENCHMARKS.md,
+"""gen_models.py -- a full PyTorch reference for the three models of docs/BENCHMARKS.md,
 at small size, as llm.c's test_gpt2 does: initial weights, inputs, the loss,
 every parameter gradient and the losses of 10 Adam steps.
 
