@@ -12,7 +12,12 @@ endif
 LDLIBS  := -lm
 
 B       := build
-LIBSRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard targets/c/*.c) port/posix.c port/jit_tcc.c
+# One port (port/port.h) goes into each library: posix natively, wasm and
+# baremetal in the cross builds.
+PORT_POSIX     := port/posix.c port/jit_tcc.c
+PORT_WASM      := port/wasm.c
+PORT_BAREMETAL := port/baremetal.c
+LIBSRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard targets/c/*.c) $(PORT_POSIX)
 LIBOBJ  := $(patsubst %.c,$(B)/obj/%.o,$(LIBSRC))
 TESTS   := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 
@@ -115,7 +120,7 @@ asan:
 W        := $(B)/wasm
 A        := $(B)/arm
 XWARN    := $(CSTD) $(WARN) -O2 $(if $(WERROR),-Werror)
-CROSSSRC := $(filter-out port/%,$(LIBSRC))  # the native library less its port
+CROSSSRC := $(filter-out $(PORT_POSIX),$(LIBSRC))  # the native library less its port
 CTESTS   := $(wildcard tests/test_*.c)
 
 WASM_CC  ?= clang
@@ -130,7 +135,7 @@ $(W)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_CFLAGS) -c $< -o $@
 
-$(W)/libkiln.a: $(patsubst %.c,$(W)/obj/%.o,$(CROSSSRC) port/wasm.c)
+$(W)/libkiln.a: $(patsubst %.c,$(W)/obj/%.o,$(CROSSSRC) $(PORT_WASM))
 	@rm -f $@
 	$(WASM_AR) rcs $@ $^
 
@@ -150,7 +155,7 @@ $(A)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(ARM_CC) $(ARM_CFLAGS) -c $< -o $@
 
-$(A)/libkiln.a: $(patsubst %.c,$(A)/obj/%.o,$(CROSSSRC) port/baremetal.c)
+$(A)/libkiln.a: $(patsubst %.c,$(A)/obj/%.o,$(CROSSSRC) $(PORT_BAREMETAL))
 	@rm -f $@
 	$(ARM_AR) rcs $@ $^
 
