@@ -110,7 +110,7 @@ ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 asan:
 	@sh tests/deps.sh native
 	+$(MAKE) B=$(B)/asan OPT='$(ASAN_OPT)' all build-tests
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 KN_BUILD_OPT='$(ASAN_OPT)' \
 	    sh tests/run.sh native $(B)/asan
 
 # ---- cross builds: wasm32-wasi (run under node) and Cortex-M4F (run under QEMU) ----
@@ -183,7 +183,45 @@ cross:
 mutate:
 	nice -n 10 /usr/bin/python3 tests/mutate.py
 
-.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate fuzz
+# ---- install, with GNU's directory variables: make install PREFIX=/opt/kiln DESTDIR=stage ----
+# kiln.h, libkiln.a, the kiln CLI and kiln.pc, so that another build takes
+# `pkg-config --cflags --libs kiln`. DESTDIR stages the files (a package's
+# root); the installed kiln.pc names PREFIX alone. A sanitizer build's kiln.pc
+# asks for its sanitizers at link time (make install B=build/asan OPT=...).
+PREFIX       ?= /usr/local
+prefix       ?= $(PREFIX)
+exec_prefix  ?= $(prefix)
+bindir       ?= $(exec_prefix)/bin
+libdir       ?= $(exec_prefix)/lib
+includedir   ?= $(prefix)/include
+pkgconfigdir ?= $(libdir)/pkgconfig
+INSTALL      ?= install
+INSTALL_PROGRAM ?= $(INSTALL)
+INSTALL_DATA ?= $(INSTALL) -m 644
+KN_VERSION   := $(shell sed -n 's/^\#define KN_VERSION "\(.*\)"/\1/p' src/kiln.h)
+# kiln.pc's directories relative to its prefix where they are (pkg-config --define-prefix)
+pc_rel        = $(if $(filter $(2),$(1)),$${$(3)},$(patsubst $(2)/%,$${$(3)}/%,$(1)))
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
+	$(INSTALL_PROGRAM) $(B)/kiln $(DESTDIR)$(bindir)/kiln
+	$(INSTALL_DATA) $(B)/libkiln.a $(DESTDIR)$(libdir)/libkiln.a
+	$(INSTALL_DATA) src/kiln.h $(DESTDIR)$(includedir)/kiln.h
+	printf '%s\n' 'prefix=$(prefix)' 'exec_prefix=$(call pc_rel,$(exec_prefix),$(prefix),prefix)' \
+	    'libdir=$(call pc_rel,$(libdir),$(exec_prefix),exec_prefix)' \
+	    'includedir=$(call pc_rel,$(includedir),$(prefix),prefix)' '' \
+	    'Name: kiln' 'Description: a small torch.compile in C99' 'Version: $(KN_VERSION)' \
+	    'Cflags: -I$${includedir}' \
+	    'Libs: $(strip -L$${libdir} -lkiln $(filter -fsanitize=%,$(OPT)) $(LDLIBS) -lpthread)' \
+	    >$(DESTDIR)$(pkgconfigdir)/kiln.pc
+	chmod 644 $(DESTDIR)$(pkgconfigdir)/kiln.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(bindir)/kiln $(DESTDIR)$(libdir)/libkiln.a $(DESTDIR)$(includedir)/kiln.h \
+	    $(DESTDIR)$(pkgconfigdir)/kiln.pc
+
+.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate fuzz \
+    install uninstall
 
 # Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)

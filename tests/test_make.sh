@@ -48,8 +48,8 @@ check() {
     fi
 }
 
-check test tcc libtcc-dev clang wasi-libc nodejs gcc-arm-none-eabi qemu-system-arm
-check asan gcc tcc libtcc-dev
+check test tcc libtcc-dev pkg-config clang wasi-libc nodejs gcc-arm-none-eabi qemu-system-arm
+check asan gcc tcc libtcc-dev pkg-config
 check wasm clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 nodejs
 check arm gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
 check cross clang wasi-libc nodejs gcc-arm-none-eabi qemu-system-arm
