@@ -13,11 +13,14 @@ LDLIBS  := -lm
 
 B       := build
 # One port (port/port.h) goes into each library: posix natively, wasm and
-# baremetal in the cross builds.
+# baremetal in the cross builds; the amalgamation holds all three.
 PORT_POSIX     := port/posix.c port/jit_tcc.c
 PORT_WASM      := port/wasm.c
 PORT_BAREMETAL := port/baremetal.c
 LIBSRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard targets/c/*.c) $(PORT_POSIX)
+# What only the command-line apps use: in libkiln.a for now (the tests link
+# it from there), left out of the amalgamation.
+CLISRC  := src/bench.c src/data.c src/explain.c src/gradcheck.c src/gz.c src/models.c src/train.c
 LIBOBJ  := $(patsubst %.c,$(B)/obj/%.o,$(LIBSRC))
 TESTS   := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 
@@ -107,8 +110,9 @@ clean:
 # ---- sanitizers: the library and tests with ASan + UBSan in their own tree ----
 ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
+# Every toolchain: the suite's test_amalgamation.sh builds for wasm and Cortex-M too.
 asan:
-	@sh tests/deps.sh native
+	@sh tests/deps.sh native wasm arm
 	+$(MAKE) B=$(B)/asan OPT='$(ASAN_OPT)' all build-tests
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 KN_BUILD_OPT='$(ASAN_OPT)' \
 	    sh tests/run.sh native $(B)/asan
@@ -220,8 +224,26 @@ uninstall:
 	rm -f $(DESTDIR)$(bindir)/kiln $(DESTDIR)$(libdir)/libkiln.a $(DESTDIR)$(includedir)/kiln.h \
 	    $(DESTDIR)$(pkgconfigdir)/kiln.pc
 
+# ---- the amalgamation: the library as one C file, beside kiln.h ----
+# $(B)/amalgamation/kiln.c builds with one compiler call for any target (its
+# header comment says how); tools/amalgamate.py takes the files from here.
+PYTHON   ?= python3
+AMALGSRC := $(filter-out $(PORT_POSIX) $(CLISRC),$(LIBSRC))
+AMALGAMATION := $(B)/amalgamation
+
+amalgamation: $(AMALGAMATION)/kiln.c
+
+$(AMALGAMATION)/kiln.c: tools/amalgamate.py Makefile $(AMALGSRC) $(PORT_POSIX) $(PORT_WASM) $(PORT_BAREMETAL) \
+        src/*.h port/*.h targets/*/*.h
+	$(PYTHON) tools/amalgamate.py --out $(AMALGAMATION) --header src/kiln.h --lib $(AMALGSRC) \
+	    --port posix $(PORT_POSIX) --port wasm $(PORT_WASM) --port baremetal $(PORT_BAREMETAL)
+
+# make -s print-VAR: a variable's value, for scripts (make -s print-AMALGSRC)
+print-%:
+	@echo $($*)
+
 .PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate fuzz \
-    install uninstall
+    install uninstall amalgamation
 
 # Benchmarks side by side with PyTorch (BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)
