@@ -771,8 +771,8 @@ static void tune_memo_add(uint64_t key, int win)
 static int tune_lookup(uint64_t key)
 {
     char path[1024], why[256];
-    void *data = NULL; /* gcc, seeing a port that never sets it, thinks it may be read */
-    size_t size = 0;
+    void *data;
+    size_t size;
     for (int i = 0; i < tune_nmemo; i++)
         if (tune_memo[i].key == key) return tune_memo[i].win;
     if (!tune_file(path, sizeof path) || port_read_file(path, &data, &size, why)) return -1;
