@@ -17,7 +17,15 @@ B       := build
 # datasets (test_io) only, and the wasm32 and Cortex-M libraries leave it out.
 DATASRC := src/data.c src/gz.c
 DATAOBJ := $(patsubst %.c,$(B)/obj/%.o,$(DATASRC))
-LIBSRC  := $(filter-out src/main.c $(DATASRC),$(wildcard src/*.c)) $(wildcard targets/c/*.c) port/posix.c port/jit_tcc.c
+# One port (port/port.h) goes into each library: posix natively, wasm and
+# baremetal in the cross builds; the amalgamation holds all three.
+PORT_POSIX     := port/posix.c port/jit_tcc.c
+PORT_WASM      := port/wasm.c
+PORT_BAREMETAL := port/baremetal.c
+LIBSRC  := $(filter-out src/main.c $(DATASRC),$(wildcard src/*.c)) $(wildcard targets/c/*.c) $(PORT_POSIX)
+# What only the command-line apps use: in libkiln.a for now (the tests link
+# it from there), left out of the amalgamation.
+CLISRC  := src/bench.c src/explain.c src/gradcheck.c src/models.c src/opslist.c src/train.c
 LIBOBJ  := $(patsubst %.c,$(B)/obj/%.o,$(LIBSRC))
 TESTS   := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 
@@ -112,10 +120,11 @@ clean:
 # ---- sanitizers: the library and tests with ASan + UBSan in their own tree ----
 ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
+# Every toolchain: the suite's test_amalgamation.sh builds for wasm and Cortex-M too.
 asan:
-	@sh tests/deps.sh native
+	@sh tests/deps.sh native wasm arm
 	+$(MAKE) B=$(B)/asan OPT='$(ASAN_OPT)' all build-tests
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 KN_BUILD_OPT='$(ASAN_OPT)' \
 	    sh tests/run.sh native $(B)/asan
 
 # ---- cross builds: wasm32-wasi (run under node) and Cortex-M4F (run under QEMU) ----
@@ -125,7 +134,7 @@ asan:
 W        := $(B)/wasm
 A        := $(B)/arm
 XWARN    := $(CSTD) $(WARN) -O2 $(if $(WERROR),-Werror)
-CROSSSRC := $(filter-out port/%,$(LIBSRC))  # the native library less its port
+CROSSSRC := $(filter-out $(PORT_POSIX),$(LIBSRC))  # the native library less its port
 CTESTS   := $(wildcard tests/test_*.c)
 
 WASM_CC  ?= clang
@@ -140,7 +149,7 @@ $(W)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_CFLAGS) -c $< -o $@
 
-$(W)/libkiln.a: $(patsubst %.c,$(W)/obj/%.o,$(CROSSSRC) port/wasm.c)
+$(W)/libkiln.a: $(patsubst %.c,$(W)/obj/%.o,$(CROSSSRC) $(PORT_WASM))
 	@rm -f $@
 	$(WASM_AR) rcs $@ $^
 
@@ -160,7 +169,7 @@ $(A)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(ARM_CC) $(ARM_CFLAGS) -c $< -o $@
 
-$(A)/libkiln.a: $(patsubst %.c,$(A)/obj/%.o,$(CROSSSRC) port/baremetal.c)
+$(A)/libkiln.a: $(patsubst %.c,$(A)/obj/%.o,$(CROSSSRC) $(PORT_BAREMETAL))
 	@rm -f $@
 	$(ARM_AR) rcs $@ $^
 
@@ -188,7 +197,63 @@ cross:
 mutate:
 	nice -n 10 /usr/bin/python3 tests/mutate.py
 
-.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate fuzz
+# ---- install, with GNU's directory variables: make install PREFIX=/opt/kiln DESTDIR=stage ----
+# kiln.h, libkiln.a, the kiln CLI and kiln.pc, so that another build takes
+# `pkg-config --cflags --libs kiln`. DESTDIR stages the files (a package's
+# root); the installed kiln.pc names PREFIX alone. A sanitizer build's kiln.pc
+# asks for its sanitizers at link time (make install B=build/asan OPT=...).
+PREFIX       ?= /usr/local
+prefix       ?= $(PREFIX)
+exec_prefix  ?= $(prefix)
+bindir       ?= $(exec_prefix)/bin
+libdir       ?= $(exec_prefix)/lib
+includedir   ?= $(prefix)/include
+pkgconfigdir ?= $(libdir)/pkgconfig
+INSTALL      ?= install
+INSTALL_PROGRAM ?= $(INSTALL)
+INSTALL_DATA ?= $(INSTALL) -m 644
+KN_VERSION   := $(shell sed -n 's/^\#define KN_VERSION "\(.*\)"/\1/p' src/kiln.h)
+# kiln.pc's directories relative to its prefix where they are (pkg-config --define-prefix)
+pc_rel        = $(if $(filter $(2),$(1)),$${$(3)},$(patsubst $(2)/%,$${$(3)}/%,$(1)))
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
+	$(INSTALL_PROGRAM) $(B)/kiln $(DESTDIR)$(bindir)/kiln
+	$(INSTALL_DATA) $(B)/libkiln.a $(DESTDIR)$(libdir)/libkiln.a
+	$(INSTALL_DATA) src/kiln.h $(DESTDIR)$(includedir)/kiln.h
+	printf '%s\n' 'prefix=$(prefix)' 'exec_prefix=$(call pc_rel,$(exec_prefix),$(prefix),prefix)' \
+	    'libdir=$(call pc_rel,$(libdir),$(exec_prefix),exec_prefix)' \
+	    'includedir=$(call pc_rel,$(includedir),$(prefix),prefix)' '' \
+	    'Name: kiln' 'Description: a small torch.compile in C99' 'Version: $(KN_VERSION)' \
+	    'Cflags: -I$${includedir}' \
+	    'Libs: $(strip -L$${libdir} -lkiln $(filter -fsanitize=%,$(OPT)) $(LDLIBS) -lpthread)' \
+	    >$(DESTDIR)$(pkgconfigdir)/kiln.pc
+	chmod 644 $(DESTDIR)$(pkgconfigdir)/kiln.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(bindir)/kiln $(DESTDIR)$(libdir)/libkiln.a $(DESTDIR)$(includedir)/kiln.h \
+	    $(DESTDIR)$(pkgconfigdir)/kiln.pc
+
+# ---- the amalgamation: the library as one C file, beside kiln.h ----
+# $(B)/amalgamation/kiln.c builds with one compiler call for any target (its
+# header comment says how); tools/amalgamate.py takes the files from here.
+PYTHON   ?= python3
+AMALGSRC := $(filter-out $(PORT_POSIX) $(CLISRC),$(LIBSRC))
+AMALGAMATION := $(B)/amalgamation
+
+amalgamation: $(AMALGAMATION)/kiln.c
+
+$(AMALGAMATION)/kiln.c: tools/amalgamate.py Makefile $(AMALGSRC) $(PORT_POSIX) $(PORT_WASM) $(PORT_BAREMETAL) \
+        src/*.h port/*.h targets/*/*.h
+	$(PYTHON) tools/amalgamate.py --out $(AMALGAMATION) --header src/kiln.h --lib $(AMALGSRC) \
+	    --port posix $(PORT_POSIX) --port wasm $(PORT_WASM) --port baremetal $(PORT_BAREMETAL)
+
+# make -s print-VAR: a variable's value, for scripts (make -s print-AMALGSRC)
+print-%:
+	@echo $($*)
+
+.PHONY: all test clean build-tests asan wasm wasm-build arm arm-build cross deps demo bench bench-rounds mutate fuzz \
+    install uninstall amalgamation
 
 # Benchmarks side by side with PyTorch (docs/BENCHMARKS.md): JSON lines, a markdown table and a chart in build/bench/.
 # make bench QUICK=1: 5 timed steps per case instead of 30 (about 15 minutes on 2 cores)

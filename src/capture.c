@@ -234,7 +234,7 @@ static void *append(Arena *a, void *p, int n, size_t size)
 /* Ancestors of outs in g, stopping at cut nodes and INPUTs, which become
  * the new graph's inputs; from[k] is the g node behind new input k, map[v]
  * the new id of g's node v. */
-static Graph *slice(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const uint8_t *cut, uint32_t *map,
+static Graph *slice_graph(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, const uint8_t *cut, uint32_t *map,
                     uint32_t *from, int *nfrom, int maxfrom)
 {
     uint8_t *need = kn_alloc(ctx, g->n);
@@ -385,7 +385,7 @@ static kn_status make_seg(Capture *c, Seg *sg, const Graph *g, const uint32_t *o
     uint32_t *map = kn_alloc(ctx, g->n * sizeof *map), from[MAX_VALS];
     if (!map) return kn_errs(ctx, KN_ENOMEM, "out of memory compiling a segment");
     int nfrom = 0;
-    sg->g = slice(ctx, g, outs, nouts, cut, map, from, &nfrom, MAX_VALS);
+    sg->g = slice_graph(ctx, g, outs, nouts, cut, map, from, &nfrom, MAX_VALS);
     kn_status s = sg->g ? KN_OK : ctx->status;
     sg->nin = nfrom;
     sg->nout = nouts;
@@ -1196,7 +1196,7 @@ static kn_status break_region(Capture *c, Graph *g, kn_tensor *const *mat, int n
     if (!s && (!cut || !map)) s = kn_errs(ctx, KN_ENOMEM, "out of memory tracing");
     int nfrom = 0;
     for (int m = 0; !s && m < *nouts; m++) cut[outs[m]] = 1; /* the backward reads the forward's outputs */
-    if (!s && !(r->g = slice(ctx, g, bout, nb, cut, map, from, &nfrom, MAX_VALS))) s = ctx->status;
+    if (!s && !(r->g = slice_graph(ctx, g, bout, nb, cut, map, from, &nfrom, MAX_VALS))) s = ctx->status;
     if (!s) {
         r->in = arena_alloc(a, ((size_t)nfrom + 1) * sizeof *r->in);
         r->cot = arena_alloc(a, ((size_t)nfrom + 1) * sizeof *r->cot);

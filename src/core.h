@@ -11,6 +11,7 @@
 #ifndef KN_CORE_H
 #define KN_CORE_H
 
+#include <stdio.h> /* first: newlib's <inttypes.h> defines PRId64 only after <sys/types.h>, which this includes */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -825,7 +825,7 @@ kn_tensor *kn_stack(kn_ctx *ctx, kn_tensor *const *xs, int n, int dim)
 /* Writes count narrow views of x along d, each `size` long but the last,
  * which holds what is left; returns count, or -1 on error. More pieces
  * than max_out: nothing written. */
-static int pieces(kn_ctx *ctx, kn_tensor *x, int d, int64_t size, int64_t count, kn_tensor **out, int max_out)
+static int split_pieces(kn_ctx *ctx, kn_tensor *x, int d, int64_t size, int64_t count, kn_tensor **out, int max_out)
 {
     if (max_out < 0) return kn_err(ctx, KN_EINVAL, "max_out is %d: must be >= 0", max_out), -1;
     if (max_out > 0 && !out) return kn_err(ctx, KN_EINVAL, "operand 'out' is NULL for max_out %d", max_out), -1;
@@ -851,7 +851,7 @@ static int split_impl(kn_ctx *ctx, kn_tensor *x, int64_t split_size, int dim, kn
         return kn_err(ctx, KN_EINVAL, "split_size %lld is invalid for dim %d of size %lld (needs > 0, or 0 for an "
                       "empty dim)", (long long)split_size, d, (long long)n), -1;
     int64_t count = n == 0 ? 1 : (n - 1) / split_size + 1;
-    return pieces(ctx, x, d, split_size, count, out, max_out);
+    return split_pieces(ctx, x, d, split_size, count, out, max_out);
 }
 
 /* torch.chunk: pieces of ceil(n / chunks), so possibly fewer than chunks;
@@ -863,7 +863,7 @@ static int chunk_impl(kn_ctx *ctx, kn_tensor *x, int chunks, int dim, kn_tensor 
     if (d < 0) return -1;
     if (chunks <= 0) return kn_err(ctx, KN_EINVAL, "chunks is %d: must be greater than 0", chunks), -1;
     int64_t n = x->shape[d], size = (n + chunks - 1) / chunks;
-    return pieces(ctx, x, d, size, n == 0 ? chunks : (n - 1) / size + 1, out, max_out);
+    return split_pieces(ctx, x, d, size, n == 0 ? chunks : (n - 1) / size + 1, out, max_out);
 }
 
 int kn_split(kn_ctx *ctx, kn_tensor *x, int64_t split_size, int dim, kn_tensor **out, int max_out)

@@ -404,7 +404,7 @@ static IrRef rw_value(Opt *o, IrRef r)
  * the ranges change, so a new memo scope starts. */
 static void bind(Opt *o, const IrNode *loop, int on)
 {
-    int64_t e;
+    int64_t e = 0; /* set where expr_as_const says so; gcc sees no such link once inlined */
     int v = loop->var;
     if (v >= o->vcap) return; /* a var made since the arrays were (a tile's): unknown */
     o->known[v] = (uint8_t)(on && expr_as_const(o->ex, loop->index, &e) && e >= 1);
@@ -1929,7 +1929,7 @@ static int cs_loop(Opt *o, IrRef parent, IrRef l, int acc, kn_dtype dt, int dept
 {
     Kernel *k = o->k;
     IrNode x = k->nodes[l];
-    int64_t e, w = 0, total, run = CASCADE_RUN;
+    int64_t e = 0, w = 0, total, run = CASCADE_RUN;
     int n = 0, direct = 1, raw = 0;
     for (IrRef c = x.child; c; c = k->nodes[c].next) {
         int64_t u = cs_count(k, c, acc);
@@ -2046,7 +2046,7 @@ static int unroll_block(Opt *o, IrRef s)
         int ok = unroll_ok(o, s);
         if (ok < 0) return KN_ENOMEM;
         if (ok) {
-            int64_t e;
+            int64_t e = 0; /* unroll_ok found it constant */
             const_extent(o, s, &e);
             o->k->nodes[s].dtype = LOOP_UNROLL, o->k->nodes[s].width = (uint32_t)e;
         }

@@ -55,7 +55,7 @@ typedef struct {
 static ExprId cst(Lower *l, int64_t v) { return expr_const(l->ex, v); }
 
 /* The row-major linear index of position idx in a node of this shape. */
-static ExprId linear(Lower *l, int nd, const Dim *shape, const ExprId *idx)
+static ExprId linear_index(Lower *l, int nd, const Dim *shape, const ExprId *idx)
 {
     ExprId lin = cst(l, 0);
     for (int d = 0; d < nd; d++) lin = expr_add(l->ex, expr_mul(l->ex, lin, cst(l, shape[d])), idx[d]);
@@ -101,7 +101,7 @@ static void view_index(Lower *l, const Node *n, const ExprId *idx, ExprId *src)
         for (int d = 0; d < n->ndim; d++) src[d] = expr_sub(l->ex, idx[d], cst(l, n->p.i[2 * d]));
         break;
     default: { /* OP_RESHAPE: through the linear index */
-        ExprId lin = linear(l, n->ndim, n->shape, idx);
+        ExprId lin = linear_index(l, n->ndim, n->shape, idx);
         int64_t stride = 1;
         for (int d = m->ndim - 1; d >= 0; d--) {
             src[d] = expr_mod(l->ex, expr_floordiv(l->ex, lin, cst(l, stride)), cst(l, m->shape[d]));
@@ -162,7 +162,7 @@ static IrRef gather_value(Lower *l, const Node *n, const ExprId *idx)
     xi[dim] = cst(l, 0);
     IrRef off = index_offset(l, value(l, n->src[1], idx), x->ndim, x->shape, dim);
     int b = buffer_of(l, n->src[0]);
-    return b < 0 || !off ? 0 : ir_load_at(l->k, b, linear(l, x->ndim, x->shape, xi), off);
+    return b < 0 || !off ? 0 : ir_load_at(l->k, b, linear_index(l, x->ndim, x->shape, xi), off);
 }
 
 /* Node u is x - expand(reduce_max(x)) (softmax's, log_softmax's): at every
@@ -194,7 +194,7 @@ static IrRef compute(Lower *l, uint32_t u, const ExprId *idx)
     if (n->op == OP_IOTA) return ir_op(l->k, OP_CAST, dt, ir_index(l->k, idx[n->p.axis]), 0, 0);
     if (n->op == OP_RAND) { /* element k of the draw: the key's stream at counter + k (its sources are 0-d) */
         IrRef key = value(l, n->src[0], idx), ctr = value(l, n->src[1], idx);
-        IrRef r = key && ctr ? ir_rand(l->k, key, ctr, linear(l, n->ndim, n->shape, idx)) : 0;
+        IrRef r = key && ctr ? ir_rand(l->k, key, ctr, linear_index(l, n->ndim, n->shape, idx)) : 0;
         return dt == KN_F32 || !r ? r : ir_op(l->k, OP_CAST, dt, r, 0, 0);
     }
     IrRef a[3] = {0, 0, 0};
@@ -229,17 +229,17 @@ static IrRef row_value(Lower *l, uint32_t u, const ExprId *idx)
 static IrRef value(Lower *l, uint32_t u, const ExprId *idx)
 {
     const Node *n = &l->g->nodes[u];
-    if (u && u == l->reuse) return ir_load(l->k, 0, linear(l, n->ndim, n->shape, idx)); /* stored there before */
+    if (u && u == l->reuse) return ir_load(l->k, 0, linear_index(l, n->ndim, n->shape, idx)); /* stored there before */
     for (int j = 0; j < l->ngroup; j++) /* a node of the group: its value, at its own element only */
         if (l->group[j] == u) {
-            if (j < l->gdone && linear(l, n->ndim, n->shape, idx) == l->glin) return l->gval[j];
+            if (j < l->gdone && linear_index(l, n->ndim, n->shape, idx) == l->glin) return l->gval[j];
             l->self_read = 1;
             return 0;
         }
     if (!l->s->materialised[u] && l->s->fused && l->s->fused[u]) return row_value(l, u, idx);
     if (!l->s->materialised[u]) return compute(l, u, idx);
     int b = buffer_of(l, u);
-    return b < 0 ? 0 : ir_load(l->k, b, linear(l, n->ndim, n->shape, idx));
+    return b < 0 ? 0 : ir_load(l->k, b, linear_index(l, n->ndim, n->shape, idx));
 }
 
 /* Loops over the dims of shape not skipped, nested, the outermost appended
@@ -263,7 +263,7 @@ static int lower_pointwise(Lower *l, uint32_t v)
     const Node *n = &l->g->nodes[v];
     ExprId idx[KN_MAX_DIMS];
     IrBlock top = {0, 0}, *body = loops(l, &top, n->ndim, n->shape, NULL, idx);
-    return body && ir_store(l->k, body, 0, linear(l, n->ndim, n->shape, idx), compute(l, v, idx)) ? 0 : -1;
+    return body && ir_store(l->k, body, 0, linear_index(l, n->ndim, n->shape, idx), compute(l, v, idx)) ? 0 : -1;
 }
 
 static void find_fused(Lower *l, uint32_t v, uint8_t *seen);
@@ -312,7 +312,7 @@ int lower_group(kn_ctx *ctx, const Graph *g, const Schedule *s, const uint32_t *
     }
     ExprId idx[KN_MAX_DIMS];
     IrBlock top = {0, 0}, *body = ok ? loops(&l, &top, n->ndim, n->shape, NULL, idx) : NULL;
-    if (body) l.glin = linear(&l, n->ndim, n->shape, idx);
+    if (body) l.glin = linear_index(&l, n->ndim, n->shape, idx);
     for (ok = body != NULL; l.gdone < nv && ok; l.gdone++) {
         l.gval[l.gdone] = compute(&l, vs[l.gdone], idx);
         ok = l.gval[l.gdone] && ir_store(l.k, body, l.gdone, l.glin, l.gval[l.gdone]);
@@ -333,12 +333,12 @@ static int lower_scatter(Lower *l, uint32_t v)
     int dim = (int)n->p.i[0], nd = n->ndim;
     ExprId idx[KN_MAX_DIMS], oi[KN_MAX_DIMS];
     IrBlock top = {0, 0}, *body = loops(l, &top, nd, n->shape, NULL, idx);
-    if (!body || !ir_store(l->k, body, 0, linear(l, nd, n->shape, idx), value(l, n->src[0], idx))) return -1;
+    if (!body || !ir_store(l->k, body, 0, linear_index(l, nd, n->shape, idx), value(l, n->src[0], idx))) return -1;
     if (!(body = loops(l, &top, nd, ind->shape, NULL, idx))) return -1;
     memcpy(oi, idx, sizeof oi);
     oi[dim] = cst(l, 0);
     IrRef off = index_offset(l, value(l, n->src[1], idx), nd, n->shape, dim), src = value(l, n->src[2], idx);
-    return off && src && ir_store_at(l->k, body, 0, linear(l, nd, n->shape, oi), off, src, 1) ? 0 : -1;
+    return off && src && ir_store_at(l->k, body, 0, linear_index(l, nd, n->shape, oi), off, src, 1) ? 0 : -1;
 }
 
 /* The accumulator's dtype: f32 for the narrow floats, else the node's. */
@@ -371,7 +371,7 @@ static int lower_reduce(Lower *l, uint32_t v)
     if (x->dtype != adt) in = ir_op(l->k, OP_CAST, adt, in, 0, 0);
     if (!ir_update(l->k, inner, acc, in)) return -1;
     for (int d = 0; d < x->ndim; d++) oidx[d] = red[d] ? cst(l, 0) : idx[d];
-    return ir_store(l->k, outer, 0, linear(l, n->ndim, n->shape, oidx), acc_out(l, n, acc, adt)) ? 0 : -1;
+    return ir_store(l->k, outer, 0, linear_index(l, n->ndim, n->shape, oidx), acc_out(l, n, acc, adt)) ? 0 : -1;
 }
 
 /* dot: (..., M, K) x (..., K, N): loops over (..., M, N), a sum over K;
@@ -401,10 +401,10 @@ static int lower_dot(Lower *l, uint32_t d, uint32_t v)
     IrRef prod = ir_op(l->k, OP_MUL, adt, x, y, 0);
     IrBlock body = {kl, 0};
     if (!ir_update(l->k, &body, acc, prod)) return -1;
-    if (v == d) return ir_store(l->k, outer, 0, linear(l, nd, n->shape, idx), acc_out(l, n, acc, adt)) ? 0 : -1;
+    if (v == d) return ir_store(l->k, outer, 0, linear_index(l, nd, n->shape, idx), acc_out(l, n, acc, adt)) ? 0 : -1;
     l->rnode[0] = d, l->racc[0] = acc, l->nr = 1; /* read at its own element only */
     memcpy(l->row, idx, sizeof l->row);
-    return ir_store(l->k, outer, 0, linear(l, nd, n->shape, idx), compute(l, v, idx)) ? 0 : -1;
+    return ir_store(l->k, outer, 0, linear_index(l, nd, n->shape, idx), compute(l, v, idx)) ? 0 : -1;
 }
 
 /* ---- row kernels: reductions fused into their reader ----
@@ -524,11 +524,11 @@ static int row_reduce(Lower *l, IrBlock *outer, uint32_t r, int nd, const Dim *x
         /* stored by a loop of its own, then reduced as loaded back (the row is in L1): alone, the store
          * loop vectorises plainly, where beside the lane accumulators of a reduction gcc reloaded exp's
          * constants every group (softmax 4096x1024, one thread: 0.55 -> 0.51 ns/element) */
-        if (!ir_store(l->k, inner, 0, linear(l, nd, x, idx), v)) return -1;
+        if (!ir_store(l->k, inner, 0, linear_index(l, nd, x, idx), v)) return -1;
         memcpy(idx, l->row, sizeof idx);
         l->nblocks = nb;
         inner = row_loops(l, outer, nd, x, red, idx);
-        v = inner ? ir_load(l->k, 0, linear(l, nd, x, idx)) : 0;
+        v = inner ? ir_load(l->k, 0, linear_index(l, nd, x, idx)) : 0;
     }
     if (v && in->dtype != adt) v = ir_op(l->k, OP_CAST, adt, v, 0, 0);
     IrRef u = v ? ir_update(l->k, inner, *acc, v) : 0;
@@ -573,13 +573,13 @@ static int lower_row(Lower *l, uint32_t v)
     if (is_red) { /* the kernel's own reduction over the same row */
         int acc;
         if (row_reduce(l, outer, v, nd, x, red, &acc, 0)) return -1;
-        return ir_store(l->k, outer, 0, linear(l, n->ndim, n->shape, l->row), acc_out(l, n, acc, acc_dtype(n))) ? 0 : -1;
+        return ir_store(l->k, outer, 0, linear_index(l, n->ndim, n->shape, l->row), acc_out(l, n, acc, acc_dtype(n))) ? 0 : -1;
     }
     ExprId idx[KN_MAX_DIMS];
     memcpy(idx, l->row, sizeof idx);
     IrBlock *inner = row_loops(l, outer, nd, x, red, idx);
     l->row_final = 1;
-    return inner && ir_store(l->k, inner, 0, linear(l, nd, x, idx), compute(l, v, idx)) ? 0 : -1;
+    return inner && ir_store(l->k, inner, 0, linear_index(l, nd, x, idx), compute(l, v, idx)) ? 0 : -1;
 }
 
 /* The epilogue of the dot fused into node v's kernel, for a target's dot
@@ -617,7 +617,7 @@ int lower_epilogue(kn_ctx *ctx, const Graph *g, const Schedule *s, uint32_t v, E
             stride *= n->shape[i];
         }
         idx[nd - 2] = expr_sym(ex, 1), idx[nd - 1] = expr_sym(ex, 2);
-        ok = ir_store(k, &blk[3], 0, linear(&l, nd, n->shape, idx), compute(&l, v, idx)) != 0;
+        ok = ir_store(k, &blk[3], 0, linear_index(&l, nd, n->shape, idx), compute(&l, v, idx)) != 0;
     }
     k->tile = 1;
     if (l.bad_row) return kn_errs(ctx, KN_EINVAL, "lower: %s reads its dot away from its element", name);

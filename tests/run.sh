@@ -5,8 +5,8 @@
 #     sh tests/run.sh native DIR wasm WDIR arm ADIR   any of the three, in order
 #
 # native: every executable DIR/tests/test_*, then DIR/tests/fuzz_compiled, then
-#         every tests/test_*.sh (tests of the build itself: they use no build directory),
-#         then tests/layers.sh on DIR/obj.
+#         every tests/test_*.sh (tests of the build itself; KN_BUILD=DIR names the build
+#         for those that install it), then tests/layers.sh on DIR/obj.
 # wasm:   builds WDIR (make wasm-build), runs WDIR/tests/test_*.wasm under node.
 # arm:    builds ADIR (make arm-build), runs ADIR/arm_smoke.elf under QEMU.
 # A program that crashes, exits nonzero or prints no summary counts as one
@@ -68,7 +68,7 @@ native() {
     if [ -x "$1/tests/fuzz_compiled" ]; then run_one "$1/tests/fuzz_compiled" "$1/tests/fuzz_compiled"; fi
     for t in tests/test_*.sh; do
         [ -f "$t" ] || continue
-        run_one "$t" sh "$t"
+        KN_BUILD=$1 run_one "$t" sh "$t"
     done
     # which file may include and call which (docs/ARCHITECTURE.md's layers), on this build's objects
     run_one tests/layers.sh sh tests/layers.sh "$1/obj"

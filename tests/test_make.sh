@@ -48,9 +48,9 @@ check() {
     fi
 }
 
-check test tcc libtcc-dev zlib1g-dev clang wasi-libc nodejs gcc-arm-none-eabi qemu-system-arm
-check asan gcc tcc libtcc-dev zlib1g-dev
-check wasm clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 nodejs
+check test tcc libtcc-dev zlib1g-dev python3 pkg-config clang wasi-libc nodejs emscripten gcc-arm-none-eabi qemu-system-arm
+check asan gcc tcc libtcc-dev zlib1g-dev python3 pkg-config clang emscripten gcc-arm-none-eabi qemu-system-arm
+check wasm clang lld llvm wasi-libc libclang-rt-14-dev-wasm32 nodejs emscripten
 check arm gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
 check cross clang wasi-libc nodejs gcc-arm-none-eabi qemu-system-arm
 check bench tcc libtcc-dev libopenblas-dev python3-torch
