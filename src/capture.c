@@ -1896,11 +1896,13 @@ static DynSeg *dyn_seg(kn_fn *f, Arena *a, const Seg *const *ss, const int64_t *
     const Seg *sg = ss[0];
     for (int j = 1; j < 4; j++) {
         const Seg *s1 = ss[j];
-        int same = s1->nin == sg->nin && s1->nout == sg->nout && s1->g->n == sg->g->n && s1->g->ninputs == sg->g->ninputs;
-        for (int i = 0; same && i < sg->nin; i++) same = same_src(s1->in[i], sg->in[i]);
-        for (int i = 0; same && i < sg->nout; i++) same = s1->outs[i] == sg->outs[i] && same_src(s1->alias[i], sg->alias[i]);
-        if (!same) {
-            snprintf(why, cap, "the trace at size %lld has other inputs or outputs", (long long)sv[j]);
+        int ins = s1->nin == sg->nin && s1->g->ninputs == sg->g->ninputs, outs = s1->nout == sg->nout;
+        for (int i = 0; ins && i < sg->nin; i++) ins = same_src(s1->in[i], sg->in[i]);
+        for (int i = 0; outs && i < sg->nout; i++) outs = s1->outs[i] == sg->outs[i] && same_src(s1->alias[i], sg->alias[i]);
+        if (!ins || !outs || s1->g->n != sg->g->n) {
+            snprintf(why, cap, "the trace at size %lld has other %s (%u nodes, %u at size %lld)", (long long)sv[j],
+                     !ins ? "inputs" : s1->g->n != sg->g->n ? "nodes" : "outputs", (unsigned)s1->g->n,
+                     (unsigned)sg->g->n, (long long)sv[0]);
             return NULL;
         }
     }

@@ -792,7 +792,7 @@ int main(void)
     test_train_sweep(0, 0, "mlp", (ModelCfg){0}, 1, 0, NULL);
     /* on: the first step of SGD with momentum has no buffer; the probes
      * after it read it: not one graph, so it specialises; the next is generic */
-    test_train_sweep(0, 1, "mlp", (ModelCfg){0}, 1, 2, "in[0] dim 0 specialised to 8: the trace at size 9 has other inputs or outputs");
+    test_train_sweep(0, 1, "mlp", (ModelCfg){0}, 1, 2, "in[0] dim 0 specialised to 8: the trace at size 9 has other inputs (");
     /* gpt's tokens (B, T): the batch dim is generic */
     ModelCfg gpt = {.vocab = 50, .context = 7, .d = 16, .layers = 2, .heads = 2};
     test_train_sweep(0, 0, "gpt", gpt, 0, 0, "generic in s0 = in[0] dim 0");
