@@ -451,6 +451,54 @@ static void test_scan_sweep(int bi, int grad)
     kn_ctx_free(ctx);
 }
 
+/* ---- ops that stay generic in s0: one entry for every size, as torch's automatic dynamic ---- */
+
+/* x (S, 5): the product along s0 (the product scan's last element) and along the static dim */
+static kn_status prod_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    kn_tensor *x = kn_add(ctx, kn_mul(ctx, kn_tanh(ctx, in[0]), kn_scalar(ctx, 0.25)), kn_scalar(ctx, 1.0));
+    out[0] = kn_prod(ctx, x, 0, 0);
+    out[1] = kn_add(ctx, kn_prod(ctx, x, 1, 1), kn_prod(ctx, x, KN_NODIM, 0));
+    return out[0] && out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+/* body called with x (S, 5), S over sizes (and any inputs it makes itself), compiled dynamic=auto on
+ * backend bi: every output within tol of eager's, one static entry then one generic entry for the
+ * rest, and nothing specialised (the log says why where it does) */
+static void test_stays_generic(int bi, kn_body_fn body, const char *name, int nout, double tol)
+{
+    static const int64_t sizes[6] = {6, 13, 2, 3, 9, 40};
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 31});
+    kn_set_log(ctx, sink, NULL);
+    kn_set_logs(ctx, "recompiles");
+    logbuf[0] = 0;
+    kn_set_grad_enabled(ctx, 0);
+    kn_compile_opts o = {.backend = backends[bi], .name = name};
+    kn_fn *f = kn_compile(ctx, body, NULL, &o);
+    for (int c = 0; c < 6; c++) {
+        kn_scope_begin(ctx);
+        int64_t xs[2] = {sizes[c], 5};
+        kn_tensor *x = kn_randn(ctx, KN_F32, 2, xs), *out[4] = {0}, *want[4] = {0};
+        kn_status s = kn_call(f, &x, 1, out, nout);
+        CHECK_MSG(s == KN_OK, "%s %s S=%lld: %s", bname[bi], name, (long long)sizes[c], kn_last_error(ctx));
+        CHECK(body(ctx, NULL, &x, 1, want, nout) == KN_OK);
+        for (int k = 0; k < nout && s == KN_OK; k++) {
+            double d = test_rel_diff(ctx, out[k], ctx, want[k]);
+            CHECK_MSG(d <= tol, "%s %s S=%lld out[%d]: differs from eager by %g", bname[bi], name,
+                      (long long)sizes[c], k, d);
+        }
+        kn_scope_end(ctx);
+    }
+    kn_fn_info info;
+    CHECK(kn_fn_stats(f, &info) == KN_OK);
+    CHECK_MSG(info.entries == 2 && info.recompiles == 1 && info.symbolic_dims == 1 && !strstr(logbuf, "specialised"),
+              "%s %s: %d entries, %d recompiles, %d symbolic dims; log: %s", bname[bi], name, info.entries,
+              info.recompiles, info.symbolic_dims, logbuf);
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
 /* ---- what cannot be generic specialises ---- */
 
 /* x * B*B: a constant that is not affine in the batch */
@@ -813,6 +861,7 @@ int main(void)
     for (int bi = 0; bi < 3; bi++)
         for (int dyn = 0; dyn < 3; dyn++) test_rand_sweep(bi, dyn);
     for (int bi = 0; bi < 3; bi++) test_scan_sweep(bi, 0), test_scan_sweep(bi, 1);
+    for (int bi = 0; bi < 3; bi++) test_stays_generic(bi, prod_body, "prod", 2, 1e-5);
     test_specialise(square_body, "square", "makes constants of other values");
     test_specialise(outer_body, "outer", "not affine in the size");
     test_specialise(read_body, "read", "reads a value");
