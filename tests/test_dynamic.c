@@ -463,6 +463,17 @@ static kn_status prod_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int ni
     return out[0] && out[1] ? KN_OK : kn_last_status(ctx);
 }
 
+/* x (S, 5) times exp of its column sums: an expensive value of 5 elements broadcast into a kernel of
+ * 5S, which a static schedule computes once in a buffer of its own from S = 16 on (16 times fewer
+ * elements) and fuses below; the probes of a generic entry (13, 14, 16, 2) decide alike */
+static kn_status bcast_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    kn_tensor *x = in[0];
+    out[0] = kn_mul(ctx, x, kn_exp(ctx, kn_mul(ctx, kn_sum(ctx, x, (int[]){0}, 1, 1), kn_scalar(ctx, 0.1))));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
 /* body called with x (S, 5), S over sizes (and any inputs it makes itself), compiled dynamic=auto on
  * backend bi: every output within tol of eager's, one static entry then one generic entry for the
  * rest, and nothing specialised (the log says why where it does) */
@@ -862,6 +873,7 @@ int main(void)
         for (int dyn = 0; dyn < 3; dyn++) test_rand_sweep(bi, dyn);
     for (int bi = 0; bi < 3; bi++) test_scan_sweep(bi, 0), test_scan_sweep(bi, 1);
     for (int bi = 0; bi < 3; bi++) test_stays_generic(bi, prod_body, "prod", 2, 1e-5);
+    for (int bi = 0; bi < 3; bi++) test_stays_generic(bi, bcast_body, "bcast", 1, 1e-5);
     test_specialise(square_body, "square", "makes constants of other values");
     test_specialise(outer_body, "outer", "not affine in the size");
     test_specialise(read_body, "read", "reads a value");
