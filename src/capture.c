@@ -1782,7 +1782,8 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
  * dynamic dims stay static: one symbol per entry for now.
  *
  * The generic graph comes from tracing the body at four sizes of s0: the
- * call's n, n+1, n+3 and 2 (4 if n is 2). Traces that make the same nodes,
+ * call's n, n+1, n+3 and 2 (the next size up where one is n or a static dim
+ * of the inputs or parameters, whose nodes those of s0 would equal). Traces that make the same nodes,
  * sources and entry (outputs, writes, grads) and whose integers (shapes,
  * reshape targets, slice bounds, counts) are one affine a*s0+b at all four
  * sizes give a graph generic in s0: each node keeps such fields as
@@ -2207,6 +2208,24 @@ static int64_t dyn_dims(kn_fn *f, kn_tensor *const *in, int nin, uint8_t (*sym)[
     return n;
 }
 
+/* The first size from `from` on that is none of used[0..nused) and no
+ * static dim (not s0's) of the inputs or the parameters: a probe at such a
+ * size would make a node of s0 equal to one of that dim (a mean's divisor,
+ * an expand), a graph of fewer nodes than the other probes'. */
+static int64_t probe_size(const kn_fn *f, kn_tensor *const *in, int nin, const uint8_t (*sym)[KN_MAX_DIMS],
+                          int64_t from, const int64_t *used, int nused)
+{
+    for (int64_t s = from;; s++) {
+        int clash = 0;
+        for (int i = 0; i < nused && !clash; i++) clash = used[i] == s;
+        for (int k = 0; k < nin && !clash; k++)
+            for (int d = 0; d < in[k]->ndim && !clash; d++) clash = !sym[k][d] && in[k]->shape[d] == s;
+        for (int k = 0; k < f->o.nparams && !clash; k++)
+            for (int d = 0; d < f->o.params[k]->ndim && !clash; d++) clash = f->o.params[k]->shape[d] == s;
+        if (!clash) return s;
+    }
+}
+
 /* A new generic entry for this call (its first run not done): NULL if the
  * dims specialise, with the reason logged. */
 static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int64_t n,
@@ -2220,7 +2239,10 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     int code = (f->o.backend == KN_BACKEND_C && port_jit_available(PORT_CC)) ||
                (f->o.backend == KN_BACKEND_TCC && port_jit_available(PORT_TCC)); /* else it runs on interp */
     double t0 = now_ms();
-    int64_t sv[4] = {n, n + 1, n + 3, n == 2 ? 4 : 2};
+    int64_t sv[4] = {n};
+    sv[1] = probe_size(f, in, nin, (const uint8_t(*)[KN_MAX_DIMS])sym, n + 1, sv, 1);
+    sv[2] = probe_size(f, in, nin, (const uint8_t(*)[KN_MAX_DIMS])sym, sv[1] + 2, sv, 2);
+    sv[3] = probe_size(f, in, nin, (const uint8_t(*)[KN_MAX_DIMS])sym, 2, sv, 3);
     int64_t (*shapes)[KN_MAX_DIMS] = kn_alloc(ctx, (size_t)(nin + 1) * sizeof *shapes);
     CEntry *e[4] = {0};
     kn_tensor *junk[MAX_IO];
