@@ -483,8 +483,18 @@ static kn_status means_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int n
     return out[0] ? KN_OK : kn_last_status(ctx);
 }
 
+/* x (S, 5): rows 2 and 3 (a slice whose end clamps where S < 4: empty at S = 2) plus the column sums */
+static kn_status clamp_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    (void)user, (void)nin, (void)nout;
+    kn_tensor *x = in[0];
+    out[0] = kn_add(ctx, kn_slice(ctx, x, 0, 2, 4, 1), kn_sum(ctx, x, (int[]){0}, 1, 1));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
 static const int64_t sweep6[6] = {6, 13, 2, 3, 9, 40};
 static const int64_t sweep6_near5[6] = {6, 4, 2, 3, 9, 40}; /* generic from S = 4: a probe at 5 would clash */
+static const int64_t sweep6_up[6] = {6, 4, 9, 40, 13, 5};    /* generic from S = 4 on */
 
 /* body called with x (S, 5), S over sizes (and any inputs it makes itself), compiled dynamic=auto on
  * backend bi: every output within tol of eager's, one static entry then one generic entry for the
@@ -886,6 +896,7 @@ int main(void)
     for (int bi = 0; bi < 3; bi++) test_stays_generic(bi, prod_body, "prod", 2, 1e-5, sweep6);
     for (int bi = 0; bi < 3; bi++) test_stays_generic(bi, bcast_body, "bcast", 1, 1e-5, sweep6);
     for (int bi = 0; bi < 3; bi++) test_stays_generic(bi, means_body, "means", 1, 1e-6, sweep6_near5);
+    for (int bi = 0; bi < 3; bi++) test_stays_generic(bi, clamp_body, "clamp", 1, 1e-6, sweep6_up);
     test_specialise(square_body, "square", "makes constants of other values");
     test_specialise(outer_body, "outer", "not affine in the size");
     test_specialise(read_body, "read", "reads a value");
