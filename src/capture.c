@@ -144,6 +144,7 @@ typedef struct CEntry {
     int ran;              /* segments its last call ran before a value read at a break differed */
     int sym_in, sym_dim;  /* where s0 is read (in[sym_in] dim sym_dim); -1: the entry is static */
     int64_t s0_limit;     /* generic: the largest s0 its graphs hold for (dyn_limit); 0: none */
+    int64_t s0_floor;     /* generic: the smallest s0 it holds for where a small probe differed; 0: 2 */
     char arena_expr[64];  /* generic: the arena's size in s0 ("" if static) */
     size_t arena_bytes, code_bytes;
     double compile_ms;
@@ -842,6 +843,11 @@ static int guards_pass(kn_fn *f, CEntry *e, kn_tensor *const *in, int nin, int n
         for (int d = 0; d < t->ndim; d++) {
             if (g->sym[d] && s0 < 0 && t->shape[d] < 2) { /* s0 is the first symbolic dim */
                 snprintf(why, cap, "in[%d] dim %d: expected a size >= 2 (s0), got %lld", k, d, (long long)t->shape[d]);
+                return 0;
+            }
+            if (g->sym[d] && s0 < 0 && t->shape[d] < e->s0_floor) {
+                snprintf(why, cap, "in[%d] dim %d: expected a size >= %lld (s0: the generic graph holds from it), "
+                         "got %lld", k, d, (long long)e->s0_floor, (long long)t->shape[d]);
                 return 0;
             }
             if (g->sym[d] && s0 < 0 && e->s0_limit && t->shape[d] > e->s0_limit) {
@@ -1794,7 +1800,11 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
  * dynamic dims stay static: one symbol per entry for now.
  *
  * The generic graph comes from tracing the body at four sizes of s0: the
- * call's n, n+1, n+3 and 2 (4 if n is 2). Traces that make the same nodes,
+ * call's n, n+1, n+3 and 2 (the next size up where one is n or a static dim
+ * of the inputs or parameters, whose nodes those of s0 would equal). Where
+ * only the small probe differs (a slice whose end clamps below n), a probe
+ * past 2n replaces it and the entry holds from n on (s0_floor, a guard: a
+ * smaller size traces anew). Traces that make the same nodes,
  * sources and entry (outputs, writes, grads) and whose integers (shapes,
  * reshape targets, slice bounds, counts) are one affine a*s0+b at all four
  * sizes give a graph generic in s0: each node keeps such fields as
@@ -1908,11 +1918,13 @@ static DynSeg *dyn_seg(kn_fn *f, Arena *a, const Seg *const *ss, const int64_t *
     const Seg *sg = ss[0];
     for (int j = 1; j < 4; j++) {
         const Seg *s1 = ss[j];
-        int same = s1->nin == sg->nin && s1->nout == sg->nout && s1->g->n == sg->g->n && s1->g->ninputs == sg->g->ninputs;
-        for (int i = 0; same && i < sg->nin; i++) same = same_src(s1->in[i], sg->in[i]);
-        for (int i = 0; same && i < sg->nout; i++) same = s1->outs[i] == sg->outs[i] && same_src(s1->alias[i], sg->alias[i]);
-        if (!same) {
-            snprintf(why, cap, "the trace at size %lld has other inputs or outputs", (long long)sv[j]);
+        int ins = s1->nin == sg->nin && s1->g->ninputs == sg->g->ninputs, outs = s1->nout == sg->nout;
+        for (int i = 0; ins && i < sg->nin; i++) ins = same_src(s1->in[i], sg->in[i]);
+        for (int i = 0; outs && i < sg->nout; i++) outs = s1->outs[i] == sg->outs[i] && same_src(s1->alias[i], sg->alias[i]);
+        if (!ins || !outs || s1->g->n != sg->g->n) {
+            snprintf(why, cap, "the trace at size %lld has other %s (%u nodes, %u at size %lld)", (long long)sv[j],
+                     !ins ? "inputs" : s1->g->n != sg->g->n ? "nodes" : "outputs", (unsigned)s1->g->n,
+                     (unsigned)sg->g->n, (long long)sv[0]);
             return NULL;
         }
     }
@@ -2217,6 +2229,37 @@ static int64_t dyn_dims(kn_fn *f, kn_tensor *const *in, int nin, uint8_t (*sym)[
     return n;
 }
 
+/* The first size from `from` on that is none of used[0..nused) and no
+ * static dim (not s0's) of the inputs or the parameters: a probe at such a
+ * size would make a node of s0 equal to one of that dim (a mean's divisor,
+ * an expand), a graph of fewer nodes than the other probes'. */
+static int64_t probe_size(const kn_fn *f, kn_tensor *const *in, int nin, const uint8_t (*sym)[KN_MAX_DIMS],
+                          int64_t from, const int64_t *used, int nused)
+{
+    for (int64_t s = from;; s++) {
+        int clash = 0;
+        for (int i = 0; i < nused && !clash; i++) clash = used[i] == s;
+        for (int k = 0; k < nin && !clash; k++)
+            for (int d = 0; d < in[k]->ndim && !clash; d++) clash = !sym[k][d] && in[k]->shape[d] == s;
+        for (int k = 0; k < f->o.nparams && !clash; k++)
+            for (int d = 0; d < f->o.params[k]->ndim && !clash; d++) clash = f->o.params[k]->shape[d] == s;
+        if (!clash) return s;
+    }
+}
+
+/* The body traced as a probe at s0 = s (shapes: room for nin inputs' shapes): *e, or why set. */
+static void dyn_probe(kn_fn *f, kn_tensor *const *in, int nin, int nout, const uint8_t (*sym)[KN_MAX_DIMS],
+                      int64_t (*shapes)[KN_MAX_DIMS], int64_t s, CEntry **e, char *why, size_t cap)
+{
+    kn_tensor *junk[MAX_IO];
+    for (int k = 0; k < nin; k++)
+        for (int d = 0; d < KN_MAX_DIMS; d++) shapes[k][d] = sym[k][d] ? s : in[k]->shape[d];
+    if (trace_entry(f, in, nin, junk, nout, e, (const int64_t(*)[KN_MAX_DIMS])shapes, 1, NULL)) {
+        snprintf(why, cap, "tracing at size %lld: %s", (long long)s, kn_last_error(f->ctx));
+        kn_clear_error(f->ctx);
+    }
+}
+
 /* A new generic entry for this call (its first run not done): NULL if the
  * dims specialise, with the reason logged. */
 static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int64_t n,
@@ -2230,24 +2273,34 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     int code = (f->o.backend == KN_BACKEND_C && port_jit_available(PORT_CC)) ||
                (f->o.backend == KN_BACKEND_TCC && port_jit_available(PORT_TCC)); /* else it runs on interp */
     double t0 = port_now_ms();
-    int64_t sv[4] = {n, n + 1, n + 3, n == 2 ? 4 : 2};
+    int64_t sv[4] = {n};
     int64_t (*shapes)[KN_MAX_DIMS] = kn_alloc(ctx, (size_t)(nin + 1) * sizeof *shapes);
     CEntry *e[4] = {0};
-    kn_tensor *junk[MAX_IO];
+    const uint8_t(*csym)[KN_MAX_DIMS] = (const uint8_t(*)[KN_MAX_DIMS])sym;
+    sv[1] = probe_size(f, in, nin, csym, n + 1, sv, 1);
+    sv[2] = probe_size(f, in, nin, csym, sv[1] + 2, sv, 2);
+    sv[3] = probe_size(f, in, nin, csym, 2, sv, 3);
     if (!shapes) {
         kn_err(ctx, KN_ENOMEM, "out of memory compiling %s", f->name);
         return NULL;
     }
-    for (int j = 0; j < 4 && !why[0]; j++) {
-        for (int k = 0; k < nin; k++)
-            for (int d = 0; d < KN_MAX_DIMS; d++) shapes[k][d] = sym[k][d] ? sv[j] : in[k]->shape[d];
-        if (trace_entry(f, in, nin, junk, nout, &e[j], (const int64_t(*)[KN_MAX_DIMS])shapes, 1, NULL)) {
-            snprintf(why, sizeof why, "tracing at size %lld: %s", (long long)sv[j], kn_last_error(ctx));
-            kn_clear_error(ctx);
-        }
+    for (int j = 0; j < 4 && !why[0]; j++) dyn_probe(f, in, nin, nout, csym, shapes, sv[j], &e[j], why, sizeof why);
+    int d = !why[0] && dyn_match(f, e, sv, why, sizeof why);
+    int64_t floor = 0;
+    if (!d && sv[3] < n && e[0] && e[1] && e[2]) {
+        /* the small probe differed (a slice that clamps below n): one past 2n instead, and the entry
+         * holds from n on (a guard, as torch's on such a size). Past 2n, so that a form whose depth
+         * grows with log2 of the size (a scan's steps), which the small probe caught, still differs */
+        char first[256];
+        memcpy(first, why, sizeof why);
+        entry_unref(e[3]);
+        e[3] = NULL, why[0] = 0, floor = n;
+        sv[3] = probe_size(f, in, nin, csym, 2 * n + 1, sv, 3);
+        dyn_probe(f, in, nin, nout, csym, shapes, sv[3], &e[3], why, sizeof why);
+        d = !why[0] && dyn_match(f, e, sv, why, sizeof why);
+        if (!d) memcpy(why, first, sizeof why);
     }
     kn_dealloc(ctx, shapes, (size_t)(nin + 1) * sizeof *shapes);
-    int d = !why[0] && dyn_match(f, e, sv, why, sizeof why);
     for (int j = 1; j < 4; j++) entry_unref(e[j]);
     if (d && code) /* one program for every size, the forward's and a region backward's */
         d = dyn_compile(f, &e[0]->segs[0], sv, why, sizeof why) &&
@@ -2258,7 +2311,7 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
         return NULL;
     }
     CEntry *g = e[0];
-    g->sym_in = k0, g->sym_dim = d0;
+    g->sym_in = k0, g->sym_dim = d0, g->s0_floor = floor;
     for (int k = 0; k < nin; k++) memcpy(g->ing[k].sym, sym[k], sizeof g->ing[k].sym);
     g->nodes = (int)(g->segs[0].g->n - 1 - g->segs[0].g->ninputs);
     g->backend = "interp";
@@ -2275,6 +2328,7 @@ static CEntry *dyn_entry(kn_fn *f, kn_tensor *const *in, int nin, int nout, int6
     g->compile_ms = port_now_ms() - t0;
     char upto[48] = "";
     if (g->s0_limit) snprintf(upto, sizeof upto, ", up to s0 = %lld", (long long)g->s0_limit);
+    if (g->s0_floor) snprintf(upto + strlen(upto), sizeof upto - strlen(upto), ", from s0 = %lld", (long long)n);
     log_line(ctx, LOG_RECOMPILES, "%s: entry %d is generic in s0 = in[%d] dim %d (now %lld), arena %s bytes%s",
              f->name, f->nentries + 1, k0, d0, (long long)n, g->arena_expr[0] ? g->arena_expr : "not affine in s0",
              upto);

@@ -1834,11 +1834,14 @@ Program *compile_generic(kn_ctx *ctx, const Graph *const *gs, const int64_t *sv,
     if (err) snprintf(why, cap, "%s", p->t ? "out of memory" : "no compiler here");
     if (!err && (p->gex = kn_alloc(ctx, sizeof *p->gex))) expr_init(p->gex, ctx);
     err = err || !p->gex;
+    int big = 0; /* the largest probe: its sizes decide every probe's size heuristics */
+    for (int j = 1; j < np; j++)
+        if (sv[j] > sv[big]) big = j;
     for (int j = 0; j < np && !err; j++) {
         Schedule s;
         q[j] = program_new(ctx, gs[j], nouts, o);
         if (q[j]) q[j]->keep_packed = 0; /* its instances share its steps: nothing kept per program */
-        err = !q[j] || gs[j]->n != gs[0]->n || sched_build(ctx, gs[j], outs, nouts, &q[j]->arena, &s) ||
+        err = !q[j] || gs[j]->n != gs[0]->n || sched_build_hint(ctx, gs[j], gs[big], outs, nouts, &q[j]->arena, &s) ||
               lower_steps(ctx, q[j], &s, p->gex, 0, 1);
         if (!err && q[j]->nsteps != q[0]->nsteps)
             err = 1, snprintf(why, cap, "the schedule at size %lld has other kernels", (long long)sv[j]);

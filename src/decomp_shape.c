@@ -350,15 +350,23 @@ kn_tensor *kn_argmin(kn_ctx *ctx, kn_tensor *x, int dim, int keepdim)
     return arg_extreme(ctx, "kn_argmin", x, dim, keepdim, 1);
 }
 
+/* The longest dim a scan in a graph generic in its size covers: 2^SCAN_STEPS. */
+enum { SCAN_STEPS = 16 };
+static kn_tensor *scan_generic(kn_ctx *ctx, kn_tensor *y, int d, int op);
+
 /* Product along d by halving: element i pairs with i + n/2, an odd n first
  * gets a partner 1 by padding. log2(n) steps of O(n) work, exact for
  * integers (wrapping multiplication is associative), and zeros, signs and
  * infinities come out as a sequential product's. An empty dim pads to a
- * single 1. Returns y with dim d of size 1. */
+ * single 1. Returns y with dim d of size 1. A graph generic in n
+ * (the tracer's generic hook) takes the last element of the product scan instead, a
+ * form that does not depend on n (the same products in another order). */
 static kn_tensor *prod_along(kn_ctx *ctx, kn_tensor *y, int d)
 {
     int64_t after[KN_MAX_DIMS] = {0};
     after[d] = 1;
+    if (y && ctx->trace && ctx->capture && ctx->capture->generic(ctx) && y->shape[d] >= 2 && y->shape[d] < ((int64_t)1 << SCAN_STEPS))
+        return p_slice(ctx, scan_generic(ctx, y, d, OP_MUL), d, y->shape[d] - 1, 1, 1);
     while (y && y->shape[d] != 1) {
         if (y->shape[d] % 2 || y->shape[d] == 0) {
             y = p_pad(ctx, y, NULL, after, 1.0);
@@ -390,9 +398,6 @@ kn_tensor *kn_prod(kn_ctx *ctx, kn_tensor *x, int dim, int keepdim)
     return LEAVE(ctx, finish(ctx, p_cast(ctx, prod_along(ctx, y, d), dt), &ax, keepdim));
 }
 
-/* The longest dim a scan in a graph generic in its size covers: 2^SCAN_STEPS. */
-enum { SCAN_STEPS = 16 };
-
 /* x, plus -0 read at offset bound - n of a constant expanded to bound - n + 1
  * elements: x unchanged (x + -0 is x, -0 too), through views whose sizes hold
  * only while n <= bound. A graph generic in n's size (capture.c) then holds
@@ -404,28 +409,29 @@ static kn_tensor *holds_up_to(kn_ctx *ctx, kn_tensor *x, int64_t n, int64_t boun
     return bin(ctx, OP_ADD, x, p_slice(ctx, c, 0, bound - n, 1, 1), (kn_dtype)x->dtype);
 }
 
-/* The scan of y along d in a form that does not depend on n = its size, for
- * a graph generic in n (the tracer's generic hook): SCAN_STEPS steps y += y shifted by
- * s = 1, 2, 4, ..., each shift a gather at max(i - s, 0) kept where i >= s
- * (else 0), which cover any n <= 2^SCAN_STEPS; the graph holds up to that
+/* The scan of y along d by op (OP_ADD, or OP_MUL for prod) in a form that
+ * does not depend on n = its size, for a graph generic in n
+ * (the tracer's generic hook): SCAN_STEPS steps y = y op (y shifted by s = 1, 2, 4,
+ * ...), each shift a gather at max(i - s, 0) kept where i >= s (else op's
+ * identity), which cover any n <= 2^SCAN_STEPS; the graph holds up to that
  * (holds_up_to). The additions are the eager scan's, then 0s (which make a
  * -0 +0, as torch's cumsum does). It runs along the last dim (d swapped
  * there and back: views), where a gather's offset is the index itself,
  * whatever the other sizes. */
-static kn_tensor *scan_generic(kn_ctx *ctx, kn_tensor *y, int d)
+static kn_tensor *scan_generic(kn_ctx *ctx, kn_tensor *y, int d, int op)
 {
-    int last = y->ndim - 1, perm[KN_MAX_DIMS];
+    int last = y->ndim - 1, perm[KN_MAX_DIMS] = {0};
     for (int e = 0; e <= last; e++) perm[e] = e == d ? last : e == last ? d : e;
     y = p_permute(ctx, y, perm);
     int64_t n = y ? y->shape[last] : 0, line[KN_MAX_DIMS];
     for (int e = 0; e <= last; e++) line[e] = e == last ? n : 1;
     kn_tensor *i = p_reshape(ctx, p_iota(ctx, KN_I64, 1, &n, 0), last + 1, line); /* (1, ..., 1, n) */
-    kn_tensor *zero = c_scalar(ctx, y ? (kn_dtype)y->dtype : KN_F32, 0.0);
+    kn_tensor *zero = c_scalar(ctx, y ? (kn_dtype)y->dtype : KN_F32, op == OP_MUL ? 1.0 : 0.0);
     y = y ? holds_up_to(ctx, y, n, (int64_t)1 << SCAN_STEPS) : NULL;
     for (int k = 0; k < SCAN_STEPS && y; k++) {
         double s = (double)((int64_t)1 << k);
         kn_tensor *at = p_expand(ctx, binc(ctx, OP_MAX, binc(ctx, OP_SUB, i, s), 0.0), y->ndim, y->shape);
-        y = prim2(ctx, OP_ADD, y, kn_where(ctx, binc(ctx, OP_CMPLT, i, s), zero, p_gather(ctx, y, last, at)));
+        y = prim2(ctx, op, y, kn_where(ctx, binc(ctx, OP_CMPLT, i, s), zero, p_gather(ctx, y, last, at)));
     }
     return p_permute(ctx, y, perm);
 }
@@ -446,7 +452,7 @@ kn_tensor *kn_cumsum(kn_ctx *ctx, kn_tensor *x, int dim)
     kn_tensor *y = p_cast(ctx, x, acc_of(dt));
     int64_t n = x->ndim ? x->shape[d] : 1, before[KN_MAX_DIMS] = {0};
     if (ctx->trace && ctx->capture && ctx->capture->generic(ctx) && x->ndim && n < ((int64_t)1 << SCAN_STEPS))
-        return LEAVE(ctx, p_cast(ctx, scan_generic(ctx, y, d), dt));
+        return LEAVE(ctx, p_cast(ctx, scan_generic(ctx, y, d, OP_ADD), dt));
     for (int64_t s = 1; s < n && y; s *= 2) {
         before[d] = s;
         y = prim2(ctx, OP_ADD, y, p_pad(ctx, p_slice(ctx, y, d, 0, n - s, 1), before, NULL, 0.0));

@@ -97,8 +97,14 @@ static int fused_ops(const Graph *g, const uint8_t *mat, const uint8_t *fused, u
  * stamp of the walk that saw it). */
 enum { SCHED_WIDE_VISIT = 256 };
 
-static int wide_inputs(const Graph *g, const uint8_t *mat, const uint8_t *fused, uint32_t *mark, uint32_t stamp,
-                       uint32_t v, int64_t numel, int limit, int *visits)
+/* Node v's element count as the size heuristics read it: at the hint's sizes (sched_build). */
+static int64_t numel_at(const Graph *hint, uint32_t v)
+{
+    return tensor_numel(hint->nodes[v].ndim, hint->nodes[v].shape);
+}
+
+static int wide_inputs(const Graph *g, const Graph *hint, const uint8_t *mat, const uint8_t *fused, uint32_t *mark,
+                       uint32_t stamp, uint32_t v, int64_t numel, int limit, int *visits)
 {
     int found = 0;
     const Node *n = &g->nodes[v];
@@ -106,8 +112,8 @@ static int wide_inputs(const Graph *g, const uint8_t *mat, const uint8_t *fused,
         uint32_t u = n->src[s];
         if (mark[u] == stamp) continue;
         mark[u] = stamp, ++*visits;
-        if (mat[u]) found += tensor_numel(g->nodes[u].ndim, g->nodes[u].shape) >= numel;
-        else if (!fused[u]) found += wide_inputs(g, mat, fused, mark, stamp, u, numel, limit - found, visits);
+        if (mat[u]) found += numel_at(hint, u) >= numel;
+        else if (!fused[u]) found += wide_inputs(g, hint, mat, fused, mark, stamp, u, numel, limit - found, visits);
     }
     return found;
 }
@@ -118,8 +124,9 @@ static int wide_inputs(const Graph *g, const uint8_t *mat, const uint8_t *fused,
  * that) and pulls in no fused reduction or dot (a row reduction's, which
  * its kernel computes once per row, stays there); 0 if none. At most
  * SCHED_WIDE_VISIT nodes are visited (mark, stamp as wide_inputs). */
-static uint32_t broadcast_expensive(const Graph *g, const uint8_t *mat, const uint8_t *fused, uint8_t *memo2,
-                                    uint32_t *mark, uint32_t stamp, uint32_t v, int64_t numel, int *visits)
+static uint32_t broadcast_expensive(const Graph *g, const Graph *hint, const uint8_t *mat, const uint8_t *fused,
+                                    uint8_t *memo2, uint32_t *mark, uint32_t stamp, uint32_t v, int64_t numel,
+                                    int *visits)
 {
     const Node *n = &g->nodes[v];
     for (int s = 0; s < n->nsrc && *visits < SCHED_WIDE_VISIT; s++) {
@@ -127,10 +134,10 @@ static uint32_t broadcast_expensive(const Graph *g, const uint8_t *mat, const ui
         const Node *m = &g->nodes[u];
         if (mark[u] == stamp || mat[u] || fused[u]) continue;
         mark[u] = stamp, ++*visits;
-        if (is_pointwise((Op)m->op) && is_expensive((Op)m->op) && tensor_numel(m->ndim, m->shape) * 16 <= numel &&
+        if (is_pointwise((Op)m->op) && is_expensive((Op)m->op) && numel_at(hint, u) * 16 <= numel &&
             fused_ops(g, mat, fused, memo2, u) >= 0)
             return u;
-        if ((e = broadcast_expensive(g, mat, fused, memo2, mark, stamp, u, numel, visits))) return e;
+        if ((e = broadcast_expensive(g, hint, mat, fused, memo2, mark, stamp, u, numel, visits))) return e;
     }
     return 0;
 }
@@ -495,7 +502,14 @@ int sched_batch_stride(int nb, const Dim *shape, const int64_t *stride, int64_t 
 
 int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Arena *a, Schedule *out)
 {
+    return sched_build_hint(ctx, g, NULL, outs, nouts, a, out);
+}
+
+int sched_build_hint(kn_ctx *ctx, const Graph *g, const Graph *hint, const uint32_t *outs, int nouts, Arena *a,
+                     Schedule *out)
+{
     memset(out, 0, sizeof *out);
+    if (!hint) hint = g;
     uint8_t *mat = arena_alloc(a, g->n), *memo = arena_alloc(a, g->n), *fused = arena_alloc(a, g->n);
     uint8_t *memo2 = arena_alloc(a, g->n);
     uint8_t *bad = arena_alloc(a, g->n);
@@ -614,8 +628,8 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
                 /* the expensive op, where it is broadcast into v: a small buffer, and v, cheap now,
                  * recomputed by its readers rather than a buffer of v's size written and read back */
                 int visits = 0;
-                uint32_t e = broadcast_expensive(g, mat, fused, memo2, mark, ++stamp, v,
-                                                 tensor_numel(g->nodes[v].ndim, g->nodes[v].shape), &visits);
+                uint32_t e = broadcast_expensive(g, hint, mat, fused, memo2, mark, ++stamp, v, numel_at(hint, v),
+                                                 &visits);
                 mat[e ? e : v] = changed = 1;
                 break; /* the owners change */
             }
@@ -632,8 +646,7 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
         for (uint32_t v = 1; v < g->n; v++) {
             if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || owner[v] != MANY_KERNELS) continue;
             int visits = 0;
-            if (wide_inputs(g, mat, fused, mark, ++stamp, v, tensor_numel(g->nodes[v].ndim, g->nodes[v].shape),
-                            SCHED_WIDE, &visits) >= SCHED_WIDE) {
+            if (wide_inputs(g, hint, mat, fused, mark, ++stamp, v, numel_at(hint, v), SCHED_WIDE, &visits) >= SCHED_WIDE) {
                 mat[v] = changed = 1;
                 break; /* the owners change */
             }
@@ -647,8 +660,7 @@ int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Ar
         for (uint32_t v = g->n; v-- > 1;) {
             uint32_t k = owner[v];
             if (mat[v] || !is_pointwise((Op)g->nodes[v].op) || k == NO_KERNEL || k == MANY_KERNELS) continue;
-            int64_t nv = tensor_numel(g->nodes[v].ndim, g->nodes[v].shape);
-            int64_t nk = tensor_numel(g->nodes[k].ndim, g->nodes[k].shape);
+            int64_t nv = numel_at(hint, v), nk = numel_at(hint, k);
             if (nv >= 0 && nv * 16 <= nk && fused_cost(g, mat, memo, v) && fused_ops(g, mat, fused, memo2, v) >= 0) {
                 mat[v] = changed = 1;
                 break; /* the outermost such value: it holds the rest */

@@ -25,6 +25,11 @@ typedef struct {
 } Schedule;
 
 int sched_build(kn_ctx *ctx, const Graph *g, const uint32_t *outs, int nouts, Arena *a, Schedule *out); /* 0 ok */
+/* The same, where hint is g's nodes at other sizes (a graph generic in a size, at one probe size),
+ * whose element counts the size heuristics (what is worth a buffer of its own) read instead of g's:
+ * the probes of a generic program then decide alike, each for its own shapes where legality asks. */
+int sched_build_hint(kn_ctx *ctx, const Graph *g, const Graph *hint, const uint32_t *outs, int nouts, Arena *a,
+                     Schedule *out);
 /* One line per kernel: what it writes and the nodes fused into it (a fused
  * reduction marked "(row)", a fused dot "(epilogue)"). */
 size_t sched_dump(const Graph *g, const Schedule *s, char *buf, size_t cap);

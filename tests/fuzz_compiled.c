@@ -2245,7 +2245,8 @@ static int has_kind(const Prog *p, int k)
 }
 
 /* entries a generic-friendly program may make over its calls: auto one static and one generic, on
- * one generic; a size of 0 or 1 specialises (torch's rule) */
+ * one generic; a size of 0 or 1 specialises (torch's rule); SGD's first step (no momentum buffer
+ * yet) is a program of its own, as torch's guard on the optimizer state makes it */
 static int max_entries(const Prog *p, int dynamic)
 {
     int small = 0, big = 0;
@@ -2254,7 +2255,7 @@ static int max_entries(const Prog *p, int dynamic)
         for (int d = 0; d < c; d++) seen |= p->s[d] == p->s[c];
         if (!seen) ++*(p->s[c] < 2 ? &small : &big);
     }
-    return small + (dynamic == KN_DYNAMIC_AUTO ? (big < 2 ? big : 2) : big > 0);
+    return small + (dynamic == KN_DYNAMIC_AUTO ? (big < 2 ? big : 2) : big > 0) + (p->optim == 1 && p->ncalls > 1);
 }
 
 /* Ops whose programs stay generic in s0 (outside class dynspec, the only ones the recompile check
@@ -2262,7 +2263,7 @@ static int max_entries(const Prog *p, int dynamic)
 static int generic_kind(int k)
 {
     switch (k) {
-    case K_VAR: case K_STD: case K_PROD: case K_ARGMAX: case K_ARGMIN: case K_NARROW: case K_PAD: case K_CAT:
+    case K_VAR: case K_STD: case K_ARGMAX: case K_ARGMIN: case K_NARROW: case K_PAD: case K_CAT:
     case K_GATHER: case K_SCATTER_ADD: case K_EMBEDDING: case K_AVG_POOL2D: case K_CONV1D: case K_CONV2D:
     case K_CONV_T2D: case K_MAX_POOL2D: case K_ADAPTIVE_POOL2D: case K_RMS_NORM: case K_LAYER_NORM: case K_BATCH_NORM:
     case K_GROUP_NORM: case K_SDPA: case K_L1: case K_BCE: case K_BCE_LOGITS: case K_CROSS_ENTROPY: case K_NLL:
