@@ -50,6 +50,7 @@
 #define HAVE_POSIX 1
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #else
@@ -2362,7 +2363,7 @@ typedef struct {
     char why[MAXCFG][MSG];
 } Outcome;
 
-static int hang_guard;  /* seconds a child may take (0: no limit) */
+static int hang_guard;  /* CPU seconds a child may take (0: no limit) */
 static char *membuf;    /* without fork: the lines, in memory */
 static size_t memlen;
 
@@ -2499,7 +2500,11 @@ static void run_child(const Prog *p, int mask, Outcome *o)
         pid_t pid = fork();
         if (pid == 0) {
             close(fds[0]);
-            if (hang_guard) alarm((unsigned)hang_guard);
+            if (hang_guard) { /* CPU seconds (a loaded machine is no hang), and a wall clock for a wait */
+                struct rlimit rl = {(rlim_t)hang_guard, (rlim_t)hang_guard + 10};
+                setrlimit(RLIMIT_CPU, &rl);
+                alarm((unsigned)hang_guard * 8);
+            }
             child_run(p, mask, fds[1]);
             _exit(0);
         }
@@ -2525,7 +2530,8 @@ static void run_child(const Prog *p, int mask, Outcome *o)
             char why[MSG];
             if (WIFSIGNALED(status))
                 snprintf(why, sizeof why, "killed by signal %d%s", WTERMSIG(status),
-                         WTERMSIG(status) == SIGALRM ? " (a hang: more than the hang guard's seconds)" : "");
+                         WTERMSIG(status) == SIGXCPU ? " (a hang: more than the hang guard's CPU seconds)"
+                         : WTERMSIG(status) == SIGALRM ? " (a hang: more than 8 times the hang guard's seconds)" : "");
             else
                 snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
             if (started >= 0) o->v[started] = R_CRASH, snprintf(o->why[started], MSG, "%s", why);
