@@ -33,12 +33,13 @@
  * every call), empty (size-0 dims), longsum (reductions of up to 10^7
  * elements), itembwd (kn_item or kn_read before kn_backward in a body), fmod
  * (kn_fmod against libm: fmod(5, inf), inexact results), cumsum (the
- * recompile check on programs with cumsum), viewwrite (an output that is a
- * view of a parameter the body's optimizer step writes), passgrad (a
- * compiled forward that returns a leaf itself, its backward outside), viewnc
- * (kn_view of a traced tensor that eager would refuse), dynspec (the
- * recompile check on every program: ops outside generic_kind, grad,
- * parameters, unused inputs in s0, a probe at size 2).
+ * recompile check on programs with cumsum), passgrad (a compiled forward
+ * that returns a leaf itself, its backward outside), viewnc (kn_view of a
+ * traced tensor that eager would refuse), dynspec (the recompile check on
+ * every program: ops outside generic_kind, grad, parameters, unused inputs
+ * in s0, a probe at size 2). Classes since fixed run unless left out
+ * (--without CLASS,...): viewwrite (an output that is a view of a parameter
+ * the body's optimizer step writes).
  *
  *     build/tests/fuzz_compiled                 the CI seed set: "fuzz_compiled: P passed, F failed"
  *     build/tests/fuzz_compiled --seconds 60    random seeds until then, a summary (make fuzz SECONDS=60)
@@ -80,6 +81,7 @@ enum { CL_RAND, CL_EMPTY, CL_LONGSUM, CL_ITEMBWD, CL_FMOD, CL_CUMSUM, CL_VIEWWRI
        CL_DYNSPEC, NCLASS };
 static const char *const class_name[NCLASS] = {"rand", "empty", "longsum", "itembwd", "fmod", "cumsum",
                                                "viewwrite", "passgrad", "viewnc", "dynspec"};
+static const uint8_t class_default[NCLASS] = {[CL_VIEWWRITE] = 1}; /* fixed: in every run unless --without */
 static int with[NCLASS];
 
 static int verbose;
@@ -2679,6 +2681,7 @@ int main(int argc, char **argv)
     double seconds = 0;
     uint64_t seed = 0;
     int index = -1, count = 0, have_seed = 0;
+    for (int c = 0; c < NCLASS; c++) with[c] = class_default[c];
     parse_classes(getenv("KN_FUZZ_WITH"), 1);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -3273,7 +3276,7 @@ static void print_program(const Prog *p, int verdict, const char *why, int from_
     if (p->grad == G_INSIDE) nout += 1 + nleaf;
     P("/*\n * fuzz_compiled --seed %#llx --index %d", (unsigned long long)p->seed, p->index);
     for (int c = 0; c < NCLASS; c++)
-        if (with[c]) P(" --with %s", class_name[c]);
+        if (with[c] != class_default[c]) P(" --with%s %s", with[c] ? "" : "out", class_name[c]);
     for (int k = 1, n = 0; k < NKINDS && only_ops[0]; k++)
         if (only_ops[k]) P("%s%s", n++ ? "," : " --ops ", op_name(k));
     P(" (shrunk from %d values to %d)\n * %s", from_ops, p->nops, verdict_name[verdict]);
