@@ -2,7 +2,8 @@
  * test_alias.c — kn_compile's outputs share storage where eager's do, on
  * every backend: an output that is a view of a parameter shows what the
  * body's optimizer step (or a later one) wrote, one that eager copies does
- * not; a traced kn_view refuses what eager's refuses.
+ * not; a traced kn_view refuses what eager's refuses (a non-contiguous
+ * view, of a traced value, an input or a parameter).
  *
  * Each case runs a body eagerly (the oracle) and compiled, in contexts made
  * alike, and compares what each call handed out after the step.
@@ -124,10 +125,61 @@ static void test_input_views(int bi, kn_dynamic dyn, int transposed)
     kn_ctx_free(ctx);
 }
 
+/* ---- kn_view of a traced tensor: refused where eager's is ---- */
+
+enum { NC_TRANSPOSED, NC_INPUT, NC_PARAM, NC_COPY, NC_SLICE, NNC };
+static const char *ncname[NNC] = {"view of a transpose", "view of a non-contiguous input",
+                                  "view of a transposed parameter", "view of a contiguous copy",
+                                  "view of a row slice"};
+
+typedef struct {
+    kn_tensor *p[1];
+    int kind;
+} Nc;
+
+static kn_status nc_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Nc *u = user;
+    (void)nin, (void)nout;
+    const int64_t flat[1] = {12};
+    kn_tensor *x = kn_add(ctx, in[0], kn_scalar(ctx, 1)); /* (3, 4), fresh */
+    switch (u->kind) {
+    case NC_TRANSPOSED: x = kn_transpose(ctx, x, 0, 1); break;              /* eager refuses */
+    case NC_INPUT: x = in[1]; break;                                           /* (4, 3) transposed: refuses */
+    case NC_PARAM: x = kn_transpose(ctx, u->p[0], 0, 1); break;                /* refuses */
+    case NC_COPY: x = kn_contiguous(ctx, kn_transpose(ctx, x, 0, 1)); break; /* views */
+    default: x = kn_slice(ctx, x, 0, 1, 3, 1); break;                          /* rows: views */
+    }
+    out[0] = kn_view(ctx, x, 1, u->kind == NC_SLICE ? (const int64_t[]){8} : flat);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_view_nc(int bi, int kind)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    Nc u = {{kn_param(ctx, kn_reshape(ctx, kn_arange(ctx, KN_F32, 0, 12, 1), 2, (const int64_t[]){4, 3}))}, kind};
+    kn_fn *f = kn_compile(ctx, nc_body, &u, &(kn_compile_opts){.backend = backends[bi], .params = u.p, .nparams = 1});
+    kn_tensor *x = kn_reshape(ctx, kn_arange(ctx, KN_F32, 0, 12, 1), 2, (const int64_t[]){3, 4});
+    kn_tensor *in[2] = {x, kn_transpose(ctx, x, 0, 1)};
+    for (int call = 0; call < 2; call++) {
+        kn_tensor *oe = NULL, *oc = NULL;
+        kn_status se = nc_body(ctx, &u, in, 2, &oe, 1);
+        kn_clear_error(ctx);
+        kn_status sc = kn_call(f, in, 2, &oc, 1);
+        CHECK_MSG(se == sc, "%s, %s, call %d: eager %d, compiled %d (%s)", bname[bi], ncname[kind], call, (int)se,
+                  (int)sc, kn_last_error(ctx));
+        kn_clear_error(ctx);
+        CHECK_MSG(se || test_rel_diff(ctx, oc, ctx, oe) == 0, "%s, %s: values differ", bname[bi], ncname[kind]);
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
 int main(void)
 {
     for (int bi = 0; bi < 3; bi++) {
         for (int k = 0; k < NVIEW; k++) test_step_views(bi, k);
+        for (int k = 0; k < NNC; k++) test_view_nc(bi, k);
         for (int tr = 0; tr < 2; tr++) {
             test_input_views(bi, KN_DYNAMIC_OFF, tr);
             test_input_views(bi, KN_DYNAMIC_ON, tr);
