@@ -153,6 +153,7 @@ typedef struct CEntry {
     Src *outs;
     OutView *ov;     /* per user output */
     uint8_t *fresh;  /* per user output: eager's is a new tensor, never a view of an input or parameter */
+    uint8_t *leaf;   /* per user output: a leaf that requires grad itself (an input or parameter) */
     Region *rg;
     kn_tensor ***vals; /* a call's segment values (entry_vals) */
     int kernels, interp_steps, ops, nodes, in_place;
@@ -824,11 +825,21 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         if (ng) ng->flags |= TF_GRAD;
     }
     for (int k = 0; k < e->nout && s == KN_OK; k++) {
+        Src o = e->outs[k]; /* a parameter or held tensor itself: as it is now, its writes landed */
+        Src r = o.kind == SRC_PARAM ? o : e->ov[k].root; /* eager's is the leaf: a view of it on the tape */
+        if (e->leaf[k] && (r.kind == SRC_IN || r.kind == SRC_PARAM)) {
+            kn_tensor *x = r.kind == SRC_IN ? in[r.a] : f->o.params[r.a];
+            Params rp;
+            memset(&rp, 0, sizeof rp);
+            rp.n = x->ndim;
+            memcpy(rp.i, x->shape, (size_t)x->ndim * sizeof *x->shape);
+            if (!(out[k] = prim(ctx, OP_RESHAPE, &x, &rp))) s = ctx->status;
+            continue;
+        }
         if (e->ov[k].root.kind != SRC_NONE) {
             if (!(out[k] = out_view_of(f, e, in, k))) s = ctx->status;
             continue;
         }
-        Src o = e->outs[k]; /* a parameter or held tensor itself: as it is now, its writes landed */
         kn_tensor *v = o.kind == SRC_PARAM ? f->o.params[o.a] : o.kind == SRC_HELD ? e->held[o.a] : resolve(f, e, &b, o);
         if (v && (v->flags & TF_OWNED) && !e->rg) { /* reduce-overhead: the program's own handle */
             out[k] = v;
@@ -1176,6 +1187,16 @@ static int is_traced(const kn_ctx *ctx, const kn_tensor *t)
     return t && !t->st && t->node && t->trace_serial == ctx->trace->serial;
 }
 
+/* An input or a parameter itself that requires grad: eager hands out the leaf, whose .grad a later
+ * backward fills. */
+static int is_leaf(const Capture *c, const kn_tensor *t)
+{
+    int self = 0;
+    for (int k = 0; k < c->e->nin; k++) self |= t == c->stand[k];
+    for (int i = 0; c->f->o.params && i < c->f->o.nparams; i++) self |= t == c->f->o.params[i];
+    return self && c->f->ctx->grad_enabled && (t->flags & TF_REQGRAD);
+}
+
 /* The value of t (traced or concrete) as a source for the entry, with the
  * segment's output list extended as needed. */
 static int value_src(Capture *c, kn_tensor *t, uint32_t *outs, int *nouts, int cap, Src *src)
@@ -1479,6 +1500,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
             }
             s = value_src(c, out[k], outs, &n, cap, &osrc[k]);
             if (!s) s = out_view(c, k, out[k]);
+            e->leaf[k] = (uint8_t)is_leaf(c, out[k]);
         }
         for (int i = 0; i < c->ntr && !s; i++) {
             Tracked *t = &c->tr[i];
@@ -1505,7 +1527,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
     int dout = -1; /* the differentiable output, if a region is needed */
     if (!s && !brk && ctx->grad_enabled && !c->backward) {
         for (int k = 0; k < nout && !s; k++)
-            if (is_traced(ctx, out[k]) && (out[k]->flags & TF_REQGRAD)) {
+            if (is_traced(ctx, out[k]) && (out[k]->flags & TF_REQGRAD) && !e->leaf[k]) {
                 if (dout >= 0)
                     s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: out[%d] and out[%d] both require grad; a compiled "
                                 "backward supports one differentiable output", f->name, dout, k);
@@ -1784,7 +1806,8 @@ static CEntry *entry_new(kn_fn *f, kn_tensor *const *in, int nin, int nout)
     e->outs = arena_alloc(&e->arena, (size_t)(nout + 1) * sizeof *e->outs);
     e->ov = arena_alloc(&e->arena, (size_t)(nout + 1) * sizeof *e->ov);
     e->fresh = arena_alloc(&e->arena, (size_t)(nout + 1));
-    if (!e->ing || !e->outs || !e->ov || !e->fresh) {
+    e->leaf = arena_alloc(&e->arena, (size_t)(nout + 1));
+    if (!e->ing || !e->outs || !e->ov || !e->fresh || !e->leaf) {
         entry_unref(e);
         return kn_err(ctx, KN_ENOMEM, "out of memory compiling %s", f->name);
     }
@@ -2557,7 +2580,8 @@ static int same_entry(const CEntry *a, const CEntry *b)
     for (int i = 0; i < a->nvg; i++)
         if (a->vg[i].at != b->vg[i].at || !same_src(a->vg[i].val, b->vg[i].val)) return 0;
     for (int k = 0; k < a->nout; k++)
-        if (!same_src(a->outs[k], b->outs[k]) || a->fresh[k] != b->fresh[k] || !same_view(&a->ov[k], &b->ov[k]))
+        if (!same_src(a->outs[k], b->outs[k]) || a->fresh[k] != b->fresh[k] || a->leaf[k] != b->leaf[k] ||
+            !same_view(&a->ov[k], &b->ov[k]))
             return 0;
     return 1;
 }

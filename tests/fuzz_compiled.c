@@ -33,13 +33,13 @@
  * every call), empty (size-0 dims), longsum (reductions of up to 10^7
  * elements), itembwd (kn_item or kn_read before kn_backward in a body), fmod
  * (kn_fmod against libm: fmod(5, inf), inexact results), cumsum (the
- * recompile check on programs with cumsum), passgrad (a compiled forward
- * that returns a leaf itself, its backward outside), dynspec (the recompile
- * check on every program: ops outside generic_kind, grad, parameters, unused
+ * recompile check on programs with cumsum), dynspec (the recompile check
+ * on every program: ops outside generic_kind, grad, parameters, unused
  * inputs in s0, a probe at size 2). Classes since fixed run unless left out
  * (--without CLASS,...): viewwrite (an output that is a view of a parameter
- * the body's optimizer step writes), viewnc (kn_view of a traced tensor that
- * eager refuses: compiled must refuse it too).
+ * the body's optimizer step writes), passgrad (a compiled forward that
+ * returns a leaf itself, its backward outside), viewnc (kn_view of a traced
+ * tensor that eager refuses: compiled must refuse it too).
  *
  *     build/tests/fuzz_compiled                 the CI seed set: "fuzz_compiled: P passed, F failed"
  *     build/tests/fuzz_compiled --seconds 60    random seeds until then, a summary (make fuzz SECONDS=60)
@@ -81,7 +81,7 @@ enum { CL_RAND, CL_EMPTY, CL_LONGSUM, CL_ITEMBWD, CL_FMOD, CL_CUMSUM, CL_VIEWWRI
        CL_DYNSPEC, NCLASS };
 static const char *const class_name[NCLASS] = {"rand", "empty", "longsum", "itembwd", "fmod", "cumsum",
                                                "viewwrite", "passgrad", "viewnc", "dynspec"};
-static const uint8_t class_default[NCLASS] = {[CL_VIEWWRITE] = 1, [CL_VIEWNC] = 1}; /* fixed: in every run unless --without */
+static const uint8_t class_default[NCLASS] = {[CL_VIEWWRITE] = 1, [CL_PASSGRAD] = 1, [CL_VIEWNC] = 1}; /* fixed: in every run unless --without */
 static int with[NCLASS];
 
 static int verbose;

@@ -175,11 +175,63 @@ static void test_view_nc(int bi, int kind)
     kn_ctx_free(ctx);
 }
 
+/* ---- a compiled forward that returns a leaf itself, its backward outside ---- */
+
+typedef struct {
+    kn_tensor *p[1];
+    int which; /* 0: the parameter, 1: the input, 2: both and a product */
+} Leaf;
+
+static kn_status leaf_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    Leaf *u = user;
+    (void)nin, (void)nout;
+    out[0] = u->which == 1 ? in[0] : u->p[0];
+    out[1] = u->which == 2 ? in[0] : kn_mul(ctx, in[0], u->p[0]);
+    return out[0] && out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_leaf_out(int bi, int which)
+{
+    kn_ctx *ce = kn_ctx_new(NULL), *cc = kn_ctx_new(NULL);
+    kn_ctx *cs[2] = {ce, cc};
+    Leaf u[2];
+    kn_tensor *x[2], *g[2][2];
+    for (int i = 0; i < 2; i++) {
+        kn_ctx *c = cs[i];
+        kn_set_grad_enabled(c, 1);
+        u[i].which = which;
+        u[i].p[0] = kn_param(c, kn_reshape(c, kn_arange(c, KN_F32, 1, 7, 1), 2, (const int64_t[]){2, 3}));
+        x[i] = kn_requires_grad(c, kn_reshape(c, kn_arange(c, KN_F32, -3, 3, 1), 2, (const int64_t[]){2, 3}), 1);
+    }
+    kn_fn *f = kn_compile(cc, leaf_body, &u[1], &(kn_compile_opts){.backend = backends[bi], .params = u[1].p, .nparams = 1});
+    for (int call = 0; call < 2; call++) {
+        for (int i = 0; i < 2; i++) {
+            kn_ctx *c = cs[i];
+            kn_tensor *o[2] = {NULL, NULL};
+            kn_zero_grad(c, u[i].p, 1), kn_zero_grad(c, &x[i], 1);
+            kn_status s = i ? kn_call(f, &x[i], 1, o, 2) : leaf_body(c, &u[i], &x[i], 1, o, 2);
+            kn_tensor *w = kn_reshape(c, kn_arange(c, KN_F32, 0, 6, 1), 2, (const int64_t[]){2, 3});
+            kn_tensor *loss = s ? NULL : kn_sum(c, kn_add(c, kn_mul(c, o[0], w), kn_square(c, o[1])), NULL, 0, 0);
+            s = s ? s : kn_backward(c, loss, 0);
+            CHECK_MSG(s == KN_OK, "%s, leaf %d, call %d, %s: %s", bname[bi], which, call, i ? "compiled" : "eager",
+                      kn_last_error(c));
+            g[i][0] = kn_grad(c, u[i].p[0]), g[i][1] = kn_grad(c, x[i]);
+        }
+        for (int j = 0; j < 2; j++)
+            CHECK_MSG(test_rel_diff(cc, g[1][j], ce, g[0][j]) < 1e-6, "%s, leaf %d, call %d: the grad of %s differs",
+                      bname[bi], which, call, j ? "the input" : "the parameter");
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ce), kn_ctx_free(cc);
+}
+
 int main(void)
 {
     for (int bi = 0; bi < 3; bi++) {
         for (int k = 0; k < NVIEW; k++) test_step_views(bi, k);
         for (int k = 0; k < NNC; k++) test_view_nc(bi, k);
+        for (int k = 0; k < 3; k++) test_leaf_out(bi, k);
         for (int tr = 0; tr < 2; tr++) {
             test_input_views(bi, KN_DYNAMIC_OFF, tr);
             test_input_views(bi, KN_DYNAMIC_ON, tr);
