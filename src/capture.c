@@ -92,7 +92,20 @@ typedef struct {
     uint8_t dtype, ndim, contig, reqgrad;
     uint8_t sym[KN_MAX_DIMS];  /* 1: the dim is the symbol s0 (any size >= 2, equal to s0's other dims) */
     int64_t shape[KN_MAX_DIMS];
+    int64_t stride[KN_MAX_DIMS]; /* not contig, no dim s0: the strides the trace viewed it with */
 } InGuard;
+
+/* A user output that eager makes a view of a tensor with an identity (an
+ * input, a parameter, a held tensor): the call hands out that view of it,
+ * after the writes land, so that it shows what eager's does (a parameter
+ * the body's optimizer step changed). Generic: its numbers as expressions
+ * in s0 (0: the traced value). */
+typedef struct {
+    Src root;        /* IN, PARAM or HELD; kind NONE: not a view */
+    uint8_t ndim;
+    int64_t shape[KN_MAX_DIMS], stride[KN_MAX_DIMS], offset; /* offset from the root's own */
+    ExprId gshape[KN_MAX_DIMS], gstride[KN_MAX_DIMS], goffset;
+} OutView;
 
 typedef struct {
     int idx;
@@ -138,6 +151,9 @@ typedef struct CEntry {
     GradSet *gs;
     int ngs;
     Src *outs;
+    OutView *ov;     /* per user output */
+    uint8_t *fresh;  /* per user output: eager's is a new tensor, never a view of an input or parameter */
+    uint8_t *leaf;   /* per user output: a leaf that requires grad itself (an input or parameter) */
     Region *rg;
     kn_tensor ***vals; /* a call's segment values (entry_vals) */
     int kernels, interp_steps, ops, nodes, in_place;
@@ -182,6 +198,16 @@ typedef struct {
     uint32_t node, serial;
 } PendingWrite;
 
+/* A tensor whose storage traced tensors would view eagerly (kn_tensor.view_root): a stand-in, or a concrete
+ * tensor a movement op read. */
+typedef struct {
+    kn_tensor *t;     /* the tensor (a stand-in, or the user's) */
+    kn_tensor *hold;  /* concrete: a handle keeping it */
+    int in;           /* a stand-in: its input; else -1 */
+    int64_t offset;   /* its offset when traced */
+    uint8_t unknown;  /* a probe's stand-in of a non-contiguous input at another size: strides not known */
+} Root;
+
 typedef struct Capture {
     TraceHooks hooks;        /* first: ctx->capture points here while tracing (core.h) */
     kn_fn *f;
@@ -203,6 +229,8 @@ typedef struct Capture {
     int probe;               /* trace only (dynamic dims): no compile, no run, no break */
     uint32_t seg_tape;       /* the tape's length when the current graph began */
     CEntry *like;            /* traced again after its value guard failed: the values its call computed */
+    Root *roots;
+    int nroots;
 } Capture;
 
 /* The tracer's state behind ctx->capture */
@@ -215,8 +243,10 @@ static kn_status capture_set_grad(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, in
 static void capture_guard_flag(kn_ctx *ctx, const int *flag, const char *what);
 static uint32_t capture_tape_start(const kn_ctx *ctx);
 static int capture_generic(const kn_ctx *ctx);
-static const TraceHooks capture_hooks = {capture_break, capture_write, capture_set_grad, capture_guard_flag,
-                                         capture_tape_start, capture_generic};
+static int capture_root(kn_ctx *ctx, kn_tensor *x);
+static int capture_layout_known(const kn_ctx *ctx, const kn_tensor *x);
+static const TraceHooks capture_hooks = {capture_break,      capture_write,   capture_set_grad, capture_guard_flag,
+                                         capture_tape_start, capture_generic, capture_root,     capture_layout_known};
 
 /* Arrays in an arena hold max(8, the next power of two >= n) elements: room for one more. */
 static void *append(Arena *a, void *p, int n, size_t size)
@@ -228,6 +258,28 @@ static void *append(Arena *a, void *p, int n, size_t size)
 }
 
 #define APPEND(a, arr, n) (((arr) = append((a), (arr), (n), sizeof *(arr))) != NULL)
+
+/* The strides a tensor laid out as one of (shape, stride) has at another shape `to` (a generic entry's
+ * input at another size of s0): its dims of size > 1 ordered by stride, the innermost keeping its stride
+ * and each outer one its inner neighbour's times that one's size times the gap between them (a transposed,
+ * stepped or expanded input stays one). 0 where the layout is not so made (dims that overlap). */
+static int scaled_strides(int nd, const int64_t *shape, const int64_t *stride, const int64_t *to, int64_t *out)
+{
+    int order[KN_MAX_DIMS], n = 0;
+    for (int d = 0; d < nd; d++) {
+        out[d] = stride[d]; /* a size-1 or broadcast dim keeps its own */
+        if (shape[d] == 1 || stride[d] == 0) continue;
+        int i = n++;
+        for (; i > 0 && stride[order[i - 1]] > stride[d]; i--) order[i] = order[i - 1];
+        order[i] = d;
+    }
+    for (int i = 1; i < n; i++) {
+        int64_t in = stride[order[i - 1]] * shape[order[i - 1]], st = stride[order[i]];
+        if (in <= 0 || st < in || st % in) return 0;
+        out[order[i]] = out[order[i - 1]] * to[order[i - 1]] * (st / in);
+    }
+    return 1;
+}
 
 
 /* ---- slicing a traced graph into a segment's graph ---- */
@@ -685,6 +737,41 @@ static int take_storage(kn_ctx *ctx, kn_tensor *dst, kn_tensor *v)
     return 1;
 }
 
+/* Whether v shares its storage with an input, parameter or held tensor of the call. */
+static int shares_storage(kn_fn *f, CEntry *e, kn_tensor *const *in, const kn_tensor *v)
+{
+    for (int k = 0; k < e->nin; k++)
+        if (in[k]->st == v->st) return 1;
+    for (int i = 0; f->o.params && i < f->o.nparams; i++)
+        if (f->o.params[i] && f->o.params[i]->st == v->st) return 1;
+    for (int i = 0; i < e->nheld; i++)
+        if (e->held[i]->st == v->st) return 1;
+    return 0;
+}
+
+/* Output k as the view of its root that eager's is (OutView), at the call's s0 where generic; NULL on error. */
+static kn_tensor *out_view_of(kn_fn *f, CEntry *e, kn_tensor *const *in, int k)
+{
+    const OutView *v = &e->ov[k];
+    kn_tensor *r = v->root.kind == SRC_IN ? in[v->root.a] : v->root.kind == SRC_PARAM ? f->o.params[v->root.a]
+                                                                                       : e->held[v->root.a];
+    int64_t shape[KN_MAX_DIMS], stride[KN_MAX_DIMS], off = v->offset, s0 = 0;
+    memcpy(shape, v->shape, sizeof shape);
+    memcpy(stride, v->stride, sizeof stride);
+    const DynSeg *d = e->segs[0].dyn;
+    if (d) {
+        int err = 0;
+        s0 = in[e->sym_in]->shape[e->sym_dim];
+        for (int i = 0; i < v->ndim; i++) {
+            if (v->gshape[i]) shape[i] = expr_eval(&d->ex, v->gshape[i], &s0, &err);
+            if (v->gstride[i]) stride[i] = expr_eval(&d->ex, v->gstride[i], &s0, &err);
+        }
+        if (v->goffset) off = expr_eval(&d->ex, v->goffset, &s0, &err);
+        if (err) return kn_err(f->ctx, KN_EINVAL, "%s: out[%d]'s view at s0 = %lld", f->name, k, (long long)s0);
+    }
+    return tensor_view(f->ctx, r, v->ndim, shape, stride, r->offset + off);
+}
+
 enum { RUN_OK = 0, RUN_MISMATCH = -1 };
 
 /* Runs segments first..nsegs-1 of e (earlier ones' values are in vals),
@@ -754,9 +841,31 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         if (ng) ng->flags |= TF_GRAD;
     }
     for (int k = 0; k < e->nout && s == KN_OK; k++) {
-        kn_tensor *v = resolve(f, e, &b, e->outs[k]);
+        Src o = e->outs[k]; /* a parameter or held tensor itself: as it is now, its writes landed */
+        Src r = o.kind == SRC_PARAM ? o : e->ov[k].root; /* eager's is the leaf: a view of it on the tape */
+        if (e->leaf[k] && (r.kind == SRC_IN || r.kind == SRC_PARAM)) {
+            kn_tensor *x = r.kind == SRC_IN ? in[r.a] : f->o.params[r.a];
+            Params rp;
+            memset(&rp, 0, sizeof rp);
+            rp.n = x->ndim;
+            memcpy(rp.i, x->shape, (size_t)x->ndim * sizeof *x->shape);
+            if (!(out[k] = prim(ctx, OP_RESHAPE, &x, &rp))) s = ctx->status;
+            continue;
+        }
+        if (e->ov[k].root.kind != SRC_NONE) {
+            if (!(out[k] = out_view_of(f, e, in, k))) s = ctx->status;
+            continue;
+        }
+        kn_tensor *v = o.kind == SRC_PARAM ? f->o.params[o.a] : o.kind == SRC_HELD ? e->held[o.a] : resolve(f, e, &b, o);
         if (v && (v->flags & TF_OWNED) && !e->rg) { /* reduce-overhead: the program's own handle */
             out[k] = v;
+            continue;
+        }
+        if (v && e->fresh[k] && shares_storage(f, e, in, v)) { /* the interpreter's view of an input */
+            Params cp;
+            memset(&cp, 0, sizeof cp);
+            cp.dtype = v->dtype;
+            if (!(out[k] = prim(ctx, OP_CAST, &v, &cp))) s = ctx->status;
             continue;
         }
         out[k] = v ? tensor_view(ctx, v, v->ndim, v->shape, v->stride, v->offset) : NULL;
@@ -868,6 +977,15 @@ static int guards_pass(kn_fn *f, CEntry *e, kn_tensor *const *in, int nin, int n
         }
         if ((kn_is_contiguous(t) != 0) != g->contig) {
             snprintf(why, cap, "in[%d]: expected a %scontiguous tensor", k, g->contig ? "" : "non-");
+            return 0;
+        }
+        int64_t st[KN_MAX_DIMS]; /* a generic input's: laid out as the traced one, at this size */
+        if (!g->contig && !scaled_strides(g->ndim, g->shape, g->stride, t->shape, st))
+            memcpy(st, g->stride, sizeof st);
+        int same = 1; /* a dim of size 1 may have any stride: no view of it depends on it */
+        for (int d = 0; d < t->ndim && !g->contig; d++) same &= t->shape[d] == 1 || t->stride[d] == st[d];
+        if (!same) {
+            snprintf(why, cap, "in[%d]: expected strides laid out as those it was traced with", k);
             return 0;
         }
         if (((t->flags & TF_REQGRAD) != 0 && ctx->grad_enabled) != g->reqgrad) {
@@ -1005,6 +1123,77 @@ static kn_status capture_write(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src)
 
 /* ---- finishing a segment ---- */
 
+/* ---- views: what eager's outputs share storage with ----
+ * A traced tensor keeps the layout eager's would have (prim.c trace_layout)
+ * and, where eager's would be a view, the root it views. A user output that
+ * is a view of a root with an identity of its own (an input, a parameter, a
+ * held tensor) is handed out as that view of it (OutView), made after the
+ * call's writes land: eager's shows what the body's optimizer step wrote,
+ * and so does kn_call's. An output that eager makes fresh is never a view of
+ * such a tensor (a copy where the interpreter's would be). */
+
+static int is_traced(const kn_ctx *ctx, const kn_tensor *t);
+
+static Root *root_add(Capture *c, kn_tensor *t, kn_tensor *hold, int in, uint8_t unknown)
+{
+    if (!APPEND(&c->e->arena, c->roots, c->nroots)) return kn_err(c->f->ctx, KN_ENOMEM, "out of memory tracing");
+    Root *r = &c->roots[c->nroots++];
+    *r = (Root){t, hold, in, t->offset, unknown};
+    return r;
+}
+
+static int capture_root(kn_ctx *ctx, kn_tensor *x)
+{
+    Capture *c = cap_of(ctx);
+    if (!c) return 0;
+    for (int k = 0; k < c->e->nin; k++)
+        if (x == c->stand[k]) return 0; /* made concrete at a break: views of it stay in the call's values */
+    for (int i = 0; i < c->nroots; i++)
+        if (c->roots[i].t == x && c->roots[i].hold && c->roots[i].hold->st == x->st) return i + 1;
+    kn_tensor *h = tensor_hold(ctx, x);
+    if (!h || !root_add(c, x, h, -1, 0)) {
+        tensor_unhold(ctx, h);
+        return 0;
+    }
+    return c->nroots;
+}
+
+static int capture_layout_known(const kn_ctx *ctx, const kn_tensor *x)
+{
+    const Capture *c = cap_of(ctx);
+    return !c || x->st || x->view_root <= 0 || x->view_root > c->nroots || !c->roots[x->view_root - 1].unknown;
+}
+
+/* Output k's view (or not) of a root: into e->ov[k] and e->fresh[k]. */
+static kn_status out_view(Capture *c, int k, kn_tensor *o)
+{
+    kn_ctx *ctx = c->f->ctx;
+    CEntry *e = c->e;
+    if (!is_traced(ctx, o)) return KN_OK;
+    if (o->view_root <= 0 || o->view_root > c->nroots) {
+        e->fresh[k] = 1;
+        return KN_OK;
+    }
+    Root *r = &c->roots[o->view_root - 1];
+    if (r->unknown)
+        return kn_errs(ctx, KN_EUNSUPPORTED, "%s: out[%d] is a view of a non-contiguous input whose strides change "
+                       "with the dynamic size", c->f->name, k);
+    Src src = {SRC_NONE, 0, 0};
+    if (r->in >= 0) src = (Src){SRC_IN, r->in, 0};
+    for (int i = 0; c->f->o.params && i < c->f->o.nparams && src.kind == SRC_NONE; i++)
+        if (c->f->o.params[i] == r->t) src = (Src){SRC_PARAM, i, 0};
+    for (int i = 0; i < c->nknown && src.kind == SRC_NONE; i++)
+        if (c->known[i].t == r->t) return KN_OK; /* a value of an earlier graph: its own */
+    if (src.kind == SRC_NONE && (src = held_src(c, r->hold)).kind == SRC_NONE) return ctx->status;
+    OutView *v = &e->ov[k];
+    v->root = src;
+    v->ndim = o->ndim;
+    memcpy(v->shape, o->shape, sizeof v->shape);
+    memcpy(v->stride, o->stride, sizeof v->stride);
+    v->offset = o->offset - r->offset;
+    return KN_OK;
+}
+
 static int add_out(uint32_t *outs, int *n, int cap, uint32_t node)
 {
     for (int i = 0; i < *n; i++)
@@ -1017,6 +1206,16 @@ static int add_out(uint32_t *outs, int *n, int cap, uint32_t node)
 static int is_traced(const kn_ctx *ctx, const kn_tensor *t)
 {
     return t && !t->st && t->node && t->trace_serial == ctx->trace->serial;
+}
+
+/* An input or a parameter itself that requires grad: eager hands out the leaf, whose .grad a later
+ * backward fills. */
+static int is_leaf(const Capture *c, const kn_tensor *t)
+{
+    int self = 0;
+    for (int k = 0; k < c->e->nin; k++) self |= t == c->stand[k];
+    for (int i = 0; c->f->o.params && i < c->f->o.nparams; i++) self |= t == c->f->o.params[i];
+    return self && c->f->ctx->grad_enabled && (t->flags & TF_REQGRAD);
 }
 
 /* The value of t (traced or concrete) as a source for the entry, with the
@@ -1329,6 +1528,8 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
                 break;
             }
             s = value_src(c, out[k], outs, &n, cap, &osrc[k]);
+            if (!s) s = out_view(c, k, out[k]);
+            e->leaf[k] = (uint8_t)is_leaf(c, out[k]);
         }
         for (int i = 0; i < c->ntr && !s; i++) {
             Tracked *t = &c->tr[i];
@@ -1355,7 +1556,7 @@ static kn_status finish(Capture *c, kn_tensor *brk, int *brk_m, kn_tensor **out,
     int dout = -1; /* the differentiable output, if a region is needed */
     if (!s && !brk && ctx->grad_enabled && !c->backward) {
         for (int k = 0; k < nout && !s; k++)
-            if ((is_traced(ctx, out[k]) || earlier_value(c, out[k])) && (out[k]->flags & TF_REQGRAD)) {
+            if ((is_traced(ctx, out[k]) || earlier_value(c, out[k])) && (out[k]->flags & TF_REQGRAD) && !e->leaf[k]) {
                 if (dout >= 0)
                     s = kn_errs(ctx, KN_EUNSUPPORTED, "%s: out[%d] and out[%d] both require grad; a compiled "
                                 "backward supports one differentiable output", f->name, dout, k);
@@ -1629,7 +1830,10 @@ static CEntry *entry_new(kn_fn *f, kn_tensor *const *in, int nin, int nout)
     e->grad_mode = ctx->grad_enabled;
     e->ing = arena_alloc(&e->arena, (size_t)(nin + 1) * sizeof *e->ing);
     e->outs = arena_alloc(&e->arena, (size_t)(nout + 1) * sizeof *e->outs);
-    if (!e->ing || !e->outs) {
+    e->ov = arena_alloc(&e->arena, (size_t)(nout + 1) * sizeof *e->ov);
+    e->fresh = arena_alloc(&e->arena, (size_t)(nout + 1));
+    e->leaf = arena_alloc(&e->arena, (size_t)(nout + 1));
+    if (!e->ing || !e->outs || !e->ov || !e->fresh || !e->leaf) {
         entry_unref(e);
         return kn_err(ctx, KN_ENOMEM, "out of memory compiling %s", f->name);
     }
@@ -1639,6 +1843,7 @@ static CEntry *entry_new(kn_fn *f, kn_tensor *const *in, int nin, int nout)
         g->ndim = in[k]->ndim;
         memcpy(g->shape, in[k]->shape, sizeof g->shape);
         g->contig = kn_is_contiguous(in[k]) != 0;
+        memcpy(g->stride, in[k]->stride, sizeof g->stride);
         g->reqgrad = (in[k]->flags & TF_REQGRAD) != 0 && ctx->grad_enabled;
     }
     return e;
@@ -1702,6 +1907,16 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
         }
         stand[k]->trace_serial = g->serial;
         g->input_vals[n.p.i[0]] = stand[k];
+        /* its layout: the input's, at a probe's shape as the guard will check it (else not known) */
+        int known = !shapes || kn_is_contiguous(in[k]) ||
+                    scaled_strides(in[k]->ndim, in[k]->shape, in[k]->stride, stand[k]->shape, stand[k]->stride);
+        if (!shapes) memcpy(stand[k]->stride, in[k]->stride, sizeof stand[k]->stride);
+        else if (kn_is_contiguous(in[k])) tensor_contig_strides(in[k]->ndim, stand[k]->shape, stand[k]->stride);
+        if (!root_add(&c, stand[k], NULL, k, !known && shapes)) {
+            s = ctx->status;
+            break;
+        }
+        stand[k]->view_root = c.nroots;
         if (e->ing[k].reqgrad) stand[k]->flags |= TF_REQGRAD;
     }
     for (int k = 0; k < nout; k++) out[k] = NULL;
@@ -1749,6 +1964,7 @@ static kn_status trace_entry(kn_fn *f, kn_tensor *const *in, int nin, kn_tensor 
     }
     kn_scope_end(ctx);
     for (int i = 0; i < c.nknown; i++) tensor_unhold(ctx, c.known[i].hold);
+    for (int i = 0; i < c.nroots; i++) tensor_unhold(ctx, c.roots[i].hold);
     if (g) graph_free(g);
     e->compile_ms = port_now_ms() - t0;
     if (probe) {
@@ -1981,6 +2197,31 @@ static DynSeg *dyn_seg(kn_fn *f, Arena *a, const Seg *const *ss, const int64_t *
     return d;
 }
 
+/* The probes' output views as e[0]'s, generic in s0: 1, or 0 with the reason in why. */
+static int dyn_views(CEntry *const *e, const int64_t *sv, ExprTable *ex, char *why, size_t cap)
+{
+    for (int k = 0; k < e[0]->nout; k++) {
+        OutView *v = &e[0]->ov[k];
+        int ok = 1;
+        for (int j = 1; j < 4 && ok; j++)
+            ok = e[j]->fresh[k] == e[0]->fresh[k] && same_src(e[j]->ov[k].root, v->root) && e[j]->ov[k].ndim == v->ndim;
+        int64_t x[4];
+        for (int i = 0; i < v->ndim && ok && v->root.kind != SRC_NONE; i++) {
+            for (int j = 0; j < 4; j++) x[j] = e[j]->ov[k].shape[i];
+            ok = fit(ex, x, sv, &v->gshape[i]);
+            for (int j = 0; j < 4 && ok; j++) x[j] = e[j]->ov[k].stride[i];
+            ok = ok && fit(ex, x, sv, &v->gstride[i]);
+        }
+        for (int j = 0; j < 4 && ok; j++) x[j] = e[j]->ov[k].offset;
+        if (ok && v->root.kind != SRC_NONE) ok = fit(ex, x, sv, &v->goffset);
+        if (!ok) {
+            snprintf(why, cap, "out[%d] is a view whose layout is not the same, or not affine, at every size", k);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* The probes' entries e[0..4) (e[0] at the call's size) as one entry
  * generic in s0: 1 with the generic segments attached to e[0], or 0 with
  * the reason in why. */
@@ -2028,6 +2269,7 @@ static int dyn_match(kn_fn *f, CEntry *const *e, const int64_t *sv, char *why, s
     if (!d) return 0;
     b->segs[0].dyn = d;
     if (bd) b->rg->bwd.dyn = bd;
+    if (!dyn_views(e, sv, &d->ex, why, cap)) return 0; /* the caller frees b, d with it */
     int64_t lf = dyn_limit(d, b->segs[0].g), lb = bd ? dyn_limit(bd, b->rg->bwd.g) : 0;
     b->s0_limit = !lf ? lb : !lb ? lf : lf < lb ? lf : lb;
     return 1;
@@ -2385,6 +2627,13 @@ kn_fn *kn_compile(kn_ctx *ctx, kn_body_fn body, void *user, const kn_compile_opt
  * arena: made at its first call, so later calls allocate none. */
 /* Whether b, traced after a's value guard failed, does what a did: its segments run a's programs (shared,
  * seg_twin), with the same writes, grads, outputs and reads. */
+static int same_view(const OutView *a, const OutView *b)
+{
+    size_t n = a->ndim * sizeof *a->shape;
+    return same_src(a->root, b->root) && a->ndim == b->ndim && a->offset == b->offset &&
+           memcmp(a->shape, b->shape, n) == 0 && memcmp(a->stride, b->stride, n) == 0;
+}
+
 static int same_entry(const CEntry *a, const CEntry *b)
 {
     if (a->nsegs != b->nsegs || a->nw != b->nw || a->ngs != b->ngs || a->nvg != b->nvg || a->nout != b->nout ||
@@ -2399,7 +2648,9 @@ static int same_entry(const CEntry *a, const CEntry *b)
     for (int i = 0; i < a->nvg; i++)
         if (a->vg[i].at != b->vg[i].at || !same_src(a->vg[i].val, b->vg[i].val)) return 0;
     for (int k = 0; k < a->nout; k++)
-        if (!same_src(a->outs[k], b->outs[k])) return 0;
+        if (!same_src(a->outs[k], b->outs[k]) || a->fresh[k] != b->fresh[k] || a->leaf[k] != b->leaf[k] ||
+            !same_view(&a->ov[k], &b->ov[k]))
+            return 0;
     return 1;
 }
 

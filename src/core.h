@@ -127,6 +127,8 @@ struct kn_tensor {
     Storage *st;                 /* NULL for a traced (symbolic) tensor */
     uint32_t node;               /* graph node while tracing, else 0 */
     uint32_t trace_serial;       /* node is valid only in the graph with this serial */
+    int32_t view_root;           /* traced under kn_call: 1 + the capture's root (capture.c) whose storage this
+                                    tensor would view eagerly, or 0 (eager would make it fresh) */
     int scope;                   /* scope depth when made; 0 after kn_keep */
     kn_tensor *prev, *next;      /* the context's list of live tensors */
     kn_tensor *grad;             /* autodiff: the accumulated gradient (kept) */
@@ -363,6 +365,8 @@ typedef struct TraceHooks {
     void (*guard_flag)(kn_ctx *ctx, const int *flag, const char *what); /* the graph assumed *flag's value */
     uint32_t (*tape_start)(const kn_ctx *ctx); /* the tape's length when tracing began */
     int (*generic)(const kn_ctx *ctx); /* tracing a graph generic in a size: no form that depends on one */
+    int (*root)(kn_ctx *ctx, kn_tensor *x); /* the view_root of a view of concrete x (0: none) */
+    int (*layout_known)(const kn_ctx *ctx, const kn_tensor *x); /* 0: x's tracked strides are a guess (a probe) */
 } TraceHooks;
 
 void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */

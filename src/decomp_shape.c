@@ -509,14 +509,24 @@ kn_tensor *kn_reshape(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape)
     return LEAVE(ctx, p_reshape(ctx, x, ndim, s));
 }
 
-/* A view or an error, never a copy. A traced x has no layout yet, so only
- * concrete tensors are checked. */
+static int sym_shape(const kn_tensor *x)
+{
+    for (int d = 0; d < x->ndim; d++)
+        if (DIM_IS_SYM(x->shape[d])) return 1;
+    return 0;
+}
+
+/* A view or an error, never a copy: as eager's for a traced x too, whose
+ * layout is the one eager's would have (prim.c). */
 kn_tensor *kn_view(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape)
 {
     ENTER(ctx, "kn_view");
     int64_t s[KN_MAX_DIMS];
     if (!operand(ctx, x, "x") || !infer_shape(ctx, x, ndim, shape, s)) return LEAVE(ctx, NULL);
-    if (x->st && !ctx->trace && !prim_can_view(x, ndim, s)) {
+    if (ctx->capture && !ctx->capture->layout_known(ctx, x))
+        return LEAVE(ctx, kn_err(ctx, KN_EUNSUPPORTED, "x is a view of an input whose strides change with the "
+                                 "dynamic size: whether it can be viewed is not known for every size"));
+    if (!sym_shape(x) && !prim_can_view(x, ndim, s)) {
         char b0[96], b1[128], b2[128];
         return LEAVE(ctx, kn_err(ctx, KN_ESHAPE,
                                  "x %s with strides %s cannot be viewed as %s: a new dim would span memory that "
@@ -623,15 +633,18 @@ kn_tensor *kn_expand(kn_ctx *ctx, kn_tensor *x, int ndim, const int64_t *shape)
     return LEAVE(ctx, broadcast_to(ctx, x, ndim, s));
 }
 
-/* x itself when contiguous (or traced: layout is then the memory planner's
- * business); else a copy by a CAST to x's own dtype, the elementwise
- * primitive that is an exact identity for every dtype (x + 0 would turn
- * -0.0 into +0.0). RESHAPE cannot serve: it views whatever it can. */
+/* x itself when contiguous; else a copy by a CAST to x's own dtype, the
+ * elementwise primitive that is an exact identity for every dtype (x + 0
+ * would turn -0.0 into +0.0). RESHAPE cannot serve: it views whatever it
+ * can. A traced x has the layout eager's would have (prim.c), so a trace
+ * copies where eager does: the copy is fresh, not a view of x's storage
+ * (kn_compile's outputs alias what eager's do). Symbolic dims have no
+ * layout to go by: x itself. */
 kn_tensor *kn_contiguous(kn_ctx *ctx, kn_tensor *x)
 {
     ENTER(ctx, "kn_contiguous");
     if (!tensor_check(ctx, x, "x")) return LEAVE(ctx, NULL); /* no sizes used: symbolic dims pass */
-    if (!x->st || ctx->trace || kn_is_contiguous(x)) return LEAVE(ctx, x);
+    if (sym_shape(x) || (kn_is_contiguous(x) && (!ctx->capture || ctx->capture->layout_known(ctx, x)))) return LEAVE(ctx, x);
     Params p;
     memset(&p, 0, sizeof p);
     p.dtype = x->dtype;

@@ -298,31 +298,61 @@ static int view_strides(const kn_tensor *x, int nd, const int64_t *shape, int64_
     return vd == -1;
 }
 
+/* The strides and offset of movement op's result as a view of x (x's own
+ * layout: a concrete tensor's, or the one a traced tensor tracks); 0 when
+ * a reshape cannot view x and eager copies. */
+static int view_layout(Op op, const kn_tensor *x, const Params *p, int nd, const int64_t *shape, int64_t *st,
+                       int64_t *off)
+{
+    *off = x->offset;
+    switch (op) {
+    case OP_RESHAPE: return view_strides(x, nd, shape, st);
+    case OP_PERMUTE:
+        for (int i = 0; i < nd; i++) st[i] = x->stride[p->i[i]];
+        return 1;
+    case OP_EXPAND:
+        for (int i = 0; i < nd; i++) st[i] = x->shape[i] == shape[i] ? x->stride[i] : 0;
+        return 1;
+    default: /* OP_SLICE */
+        memcpy(st, x->stride, KN_MAX_DIMS * sizeof *st);
+        *off += p->i[1] * x->stride[p->i[0]];
+        st[p->i[0]] *= p->i[3];
+        return 1;
+    }
+}
+
 /* A view for a movement op; *copy is set instead when reshape needs one. */
 static kn_tensor *eager_view(kn_ctx *ctx, Op op, kn_tensor *x, const Params *p, int nd, const int64_t *shape,
                              int *copy)
 {
-    int64_t st[KN_MAX_DIMS], off = x->offset;
-    switch (op) {
-    case OP_RESHAPE:
-        if (!view_strides(x, nd, shape, st)) {
-            *copy = 1;
-            return NULL;
-        }
-        break;
-    case OP_PERMUTE:
-        for (int i = 0; i < nd; i++) st[i] = x->stride[p->i[i]];
-        break;
-    case OP_EXPAND:
-        for (int i = 0; i < nd; i++) st[i] = x->shape[i] == shape[i] ? x->stride[i] : 0;
-        break;
-    default: /* OP_SLICE */
-        memcpy(st, x->stride, sizeof st);
-        off += p->i[1] * x->stride[p->i[0]];
-        st[p->i[0]] *= p->i[3];
-        break;
+    int64_t st[KN_MAX_DIMS], off;
+    if (!view_layout(op, x, p, nd, shape, st, &off)) {
+        *copy = 1;
+        return NULL;
     }
     return tensor_view(ctx, x, nd, shape, st, off);
+}
+
+static int has_sym(int nd, const Dim *shape)
+{
+    for (int i = 0; i < nd; i++)
+        if (DIM_IS_SYM(shape[i])) return 1;
+    return 0;
+}
+
+/* While tracing, the result t of a movement op of x takes the layout that
+ * eager's would have: x's view (strides, offset, and under kn_call the root
+ * whose storage it shares: the tracer's root hook), or, where eager's reshape copies,
+ * a fresh contiguous tensor as tensor_symbolic made it. So kn_view refuses
+ * what eager refuses, and kn_compile hands out a view where eager does. */
+static void trace_layout(kn_ctx *ctx, Op op, kn_tensor *x, const Params *p, kn_tensor *t)
+{
+    int64_t st[KN_MAX_DIMS], off;
+    if (has_sym(x->ndim, x->shape) || has_sym(t->ndim, t->shape) || !view_layout(op, x, p, t->ndim, t->shape, st, &off))
+        return;
+    memcpy(t->stride, st, sizeof t->stride);
+    t->offset = off;
+    t->view_root = x->st ? (ctx->capture ? ctx->capture->root(ctx, x) : 0) : x->view_root;
 }
 
 int prim_view_strides(const kn_tensor *x, int nd, const int64_t *shape, int64_t *stride)
@@ -356,7 +386,9 @@ static kn_tensor *run(kn_ctx *ctx, Op op, kn_tensor *const *src, const Params *p
     for (int i = 0; i < kn_opinfo[op].nsrc; i++) traced |= src[i]->st == NULL;
     if (ctx->trace || traced) {
         if (!ctx->trace) return kn_err(ctx, KN_EINVAL, "a traced tensor was used outside its trace");
-        return trace(ctx, op, src, p, odt, ond, osh);
+        kn_tensor *t = trace(ctx, op, src, p, odt, ond, osh);
+        if (t && kn_opinfo[op].cls == OC_MOVE && op != OP_PAD) trace_layout(ctx, op, src[0], p, t);
+        return t;
     }
     if (kn_opinfo[op].cls == OC_MOVE && op != OP_PAD) {
         int copy = 0;

@@ -215,6 +215,7 @@ kn_tensor *tensor_view(kn_ctx *ctx, kn_tensor *base, int ndim, const int64_t *sh
     t->st = base->st;
     t->node = base->node;
     t->trace_serial = base->trace_serial;
+    t->view_root = base->st ? 0 : base->view_root;
     if (t->st) t->st->refs++;
     return t;
 }
@@ -222,7 +223,11 @@ kn_tensor *tensor_view(kn_ctx *ctx, kn_tensor *base, int ndim, const int64_t *sh
 kn_tensor *tensor_symbolic(kn_ctx *ctx, kn_dtype dt, int ndim, const Dim *shape, uint32_t node)
 {
     kn_tensor *t = new_handle(ctx, dt, ndim, shape);
-    if (t) t->node = node;
+    if (!t) return NULL;
+    t->node = node;
+    for (int d = 0; d < ndim; d++)
+        if (DIM_IS_SYM(shape[d])) return t;
+    tensor_contig_strides(ndim, shape, t->stride); /* the layout eager's fresh tensor would have */
     return t;
 }
 

@@ -28,17 +28,18 @@
  * simpler configuration) while it still fails the same way, and printed as a
  * test program for tests/test.h: the body, the inputs of each call, a check.
  *
- * Bug classes known and not fixed yet are left out unless asked for (--with
- * CLASS,... or $KN_FUZZ_WITH; "all"): rand (random ops: the same numbers at
- * every call), empty (size-0 dims), longsum (reductions of up to 10^7
- * elements), itembwd (kn_item or kn_read before kn_backward in a body), fmod
- * (kn_fmod against libm: fmod(5, inf), inexact results), cumsum (the
+ * Bug classes: those fixed run unless left out (--without CLASS,...): rand
+ * (random ops: fresh numbers at every call), empty (size-0 dims), longsum
+ * (reductions of up to 10^7 elements; the CI set's stop at 10^6), itembwd
+ * (kn_item or kn_read before a backward, in the body or after the call),
+ * fmod (kn_fmod against libm: fmod(5, inf), inexact results), cumsum (the
  * recompile check on programs with cumsum), viewwrite (an output that is a
  * view of a parameter the body's optimizer step writes), passgrad (a
  * compiled forward that returns a leaf itself, its backward outside), viewnc
- * (kn_view of a traced tensor that eager would refuse), dynspec (the
- * recompile check on every program: ops outside generic_kind, grad,
- * parameters, unused inputs in s0, a probe at size 2).
+ * (kn_view of a traced tensor that eager refuses: compiled must refuse it
+ * too). The one still open, dynspec (the recompile check on every program:
+ * ops outside generic_kind, grad, parameters, unused inputs in s0, a probe at
+ * size 2), runs only when asked for (--with CLASS,... or $KN_FUZZ_WITH; "all").
  *
  *     build/tests/fuzz_compiled                 the CI seed set: "fuzz_compiled: P passed, F failed"
  *     build/tests/fuzz_compiled --seconds 60    random seeds until then, a summary (make fuzz SECONDS=60)
@@ -82,9 +83,11 @@ enum { CL_RAND, CL_EMPTY, CL_LONGSUM, CL_ITEMBWD, CL_FMOD, CL_CUMSUM, CL_VIEWWRI
 static const char *const class_name[NCLASS] = {"rand", "empty", "longsum", "itembwd", "fmod", "cumsum",
                                                "viewwrite", "passgrad", "viewnc", "dynspec"};
 /* which classes a run includes: the fixed ones by default (a regression in them is a failure like any
- * other), the open ones only when asked for */
-static int with[NCLASS] = {[CL_RAND] = 1, [CL_EMPTY] = 1, [CL_LONGSUM] = 1, [CL_ITEMBWD] = 1, [CL_FMOD] = 1,
-                           [CL_CUMSUM] = 1};
+ * other; --without leaves one out), the open ones only when asked for */
+static const uint8_t class_default[NCLASS] = {[CL_RAND] = 1,   [CL_EMPTY] = 1,     [CL_LONGSUM] = 1,  [CL_ITEMBWD] = 1,
+                                              [CL_FMOD] = 1,   [CL_CUMSUM] = 1,    [CL_VIEWWRITE] = 1, [CL_PASSGRAD] = 1,
+                                              [CL_VIEWNC] = 1};
+static int with[NCLASS];
 
 static int verbose;
 static int64_t long_max = INT64_MAX; /* programs with a longer reduction are skipped (the CI set: 10^6) */
@@ -2319,7 +2322,7 @@ static int compare(const Prog *p, int ci, const RunRes *e, const RunRes *e64, co
         /* an index out of range in a value nothing uses: eager meets it, a compiled graph drops the op
          * (and runs the rest, an optimizer step too: later calls start from other parameters) */
         if (E->st == KN_EINDEX && !C->st && E->fail_op >= 0 && !live[E->fail_op]) break;
-        /* kn_view of a traced tensor takes it as contiguous where eager's view is not (class viewnc) */
+        /* kn_view that eager refuses (a non-contiguous view) and compiled does not: class viewnc's */
         if (E->st && !C->st && E->fail_op >= 0 && p->op[E->fail_op].k == K_VIEW && !with[CL_VIEWNC]) break;
         if (E->st || C->st) {
             snprintf(why, cap, "call %d%s: eager %s%s%s, compiled %s%s%s", k, at, E->st ? "fails: " : "succeeds",
@@ -2693,6 +2696,7 @@ int main(int argc, char **argv)
     double seconds = 0;
     uint64_t seed = 0;
     int index = -1, count = 0, have_seed = 0;
+    for (int c = 0; c < NCLASS; c++) with[c] = class_default[c];
     parse_classes(getenv("KN_FUZZ_WITH"), 1);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -3288,7 +3292,7 @@ static void print_program(const Prog *p, int verdict, const char *why, int from_
     if (p->grad == G_INSIDE) nout += 1 + nleaf;
     P("/*\n * fuzz_compiled --seed %#llx --index %d", (unsigned long long)p->seed, p->index);
     for (int c = 0; c < NCLASS; c++)
-        if (with[c]) P(" --with %s", class_name[c]);
+        if (with[c] != class_default[c]) P(" --with%s %s", with[c] ? "" : "out", class_name[c]);
     for (int k = 1, n = 0; k < NKINDS && only_ops[0]; k++)
         if (only_ops[k]) P("%s%s", n++ ? "," : " --ops ", op_name(k));
     P(" (shrunk from %d values to %d)\n * %s", from_ops, p->nops, verdict_name[verdict]);
