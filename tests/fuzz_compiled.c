@@ -37,9 +37,11 @@
  * view of a parameter the body's optimizer step writes), passgrad (a
  * compiled forward that returns a leaf itself, its backward outside), viewnc
  * (kn_view of a traced tensor that eager refuses: compiled must refuse it
- * too). The one still open, dynspec (the recompile check on every program:
- * ops outside generic_kind, grad, parameters, unused inputs in s0, a probe at
- * size 2), runs only when asked for (--with CLASS,... or $KN_FUZZ_WITH; "all").
+ * too). Those still open run only when asked for (--with CLASS,... or
+ * $KN_FUZZ_WITH; "all"): dynspec (the recompile check on every program: ops
+ * outside generic_kind, grad, parameters, unused inputs in s0, a probe at
+ * size 2), readout (reads in a compiled forward whose backward runs after the
+ * call: --seed 3 --index 42 crashes on tcc).
  *
  *     build/tests/fuzz_compiled                 the CI seed set: "fuzz_compiled: P passed, F failed"
  *     build/tests/fuzz_compiled --seconds 60    random seeds until then, a summary (make fuzz SECONDS=60)
@@ -79,9 +81,9 @@
 /* ---- the bug classes a run includes ---- */
 
 enum { CL_RAND, CL_EMPTY, CL_LONGSUM, CL_ITEMBWD, CL_FMOD, CL_CUMSUM, CL_VIEWWRITE, CL_PASSGRAD, CL_VIEWNC,
-       CL_DYNSPEC, NCLASS };
+       CL_DYNSPEC, CL_READOUT, NCLASS };
 static const char *const class_name[NCLASS] = {"rand", "empty", "longsum", "itembwd", "fmod", "cumsum",
-                                               "viewwrite", "passgrad", "viewnc", "dynspec"};
+                                               "viewwrite", "passgrad", "viewnc", "dynspec", "readout"};
 /* which classes a run includes: the fixed ones by default (a regression in them is a failure like any
  * other; --without leaves one out), the open ones only when asked for */
 static const uint8_t class_default[NCLASS] = {[CL_RAND] = 1,   [CL_EMPTY] = 1,     [CL_LONGSUM] = 1,  [CL_ITEMBWD] = 1,
@@ -1928,7 +1930,7 @@ static void gen(Prog *p, uint64_t seed, int index)
     for (int n = 1 + rnd(&g.r, 3); n > 0; n--) p->var[p->nvars++] = pick_size(&g);
     int c = rnd(&g.r, 100);
     p->grad = c < 45 ? G_NONE : c < 72 ? G_INSIDE : G_OUTSIDE;
-    g.breaks_ok = p->grad == G_NONE || with[CL_ITEMBWD]; /* a backward inside the body or after the call */
+    g.breaks_ok = p->grad == G_NONE || (p->grad == G_INSIDE ? with[CL_ITEMBWD] : with[CL_READOUT]);
     if (with[CL_LONGSUM] && chance(&g.r, 10)) { /* one long reduction */
         static const int64_t longs[] = {100003, 1000000, 4000037, 10000000};
         Dim d[2] = {cdim(longs[rnd(&g.r, 4)]), cdim(1)};
