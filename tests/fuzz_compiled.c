@@ -75,7 +75,7 @@
 #define MSG 512
 
 #define CI_SEEDS 8     /* the CI set: seeds 1..CI_SEEDS, */
-#define CI_PROGRAMS 100 /* programs 0..CI_PROGRAMS-1 of each, */
+#define CI_PROGRAMS 60 /* programs 0..CI_PROGRAMS-1 of each (a few minutes on 2 cores), */
 #define CI_C 12        /* backend c for the first CI_C of them */
 
 /* ---- the bug classes a run includes ---- */
