@@ -239,11 +239,14 @@ static int make_gemm(Program *p, const Schedule *s, Step *st, uint32_t d)
     if ((g.wino || (g.win.on && g.win.t)) && conv_lib(&g)) g.wino = 2; /* the library's */
     g.ukeep = g.wino && akeep && !g.win.t;
     char *name = arena_alloc(&p->arena, 24);
-    st->gemm = arena_alloc(&p->arena, sizeof *st->gemm);
-    if (!name || !st->gemm) return 0;
+    GemmSpec *spec = arena_alloc(&p->arena, sizeof *spec);
+    if (!name || !spec) return 0;
     snprintf(name, 24, "g%" PRIu32 "_dot", st->node);
     g.name = name;
-    *st->gemm = g;
+    /* a spec the target declines (a window over an empty image, say) is a loop kernel */
+    if (!p->t->render_dot(&g, NULL, 0)) return 0;
+    *spec = g;
+    st->gemm = spec;
     return 1;
 }
 

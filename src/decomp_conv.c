@@ -359,6 +359,7 @@ static kn_tensor *conv_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, c
         ax->size = x->shape[2 + i], ax->k = w->shape[2 + i], ax->stride = args[4 + i], ax->pad = args[i];
         ax->dil = args[2 + i], ax->out = g->shape[2 + i];
     }
+    if (which == 0 && tensor_numel(x->ndim, x->shape) == 0) return p_full(ctx, cv.dt, 4, x->shape, 0.0); /* padded */
     if (which == 0 && (args[4] > 1 || args[5] > 1)) return conv_grad_phases(ctx, g, w, &cv); // (N, C, H, W)
     if (which == 0) {
         kn_conv_opts o = {{1, 1}, {(int)args[0], (int)args[1]}, {(int)args[2], (int)args[3]}, {0, 0}, (int)groups};

@@ -86,6 +86,7 @@ static const char *filter;
 
 static const int d0[1] = {0}, d1[1] = {1}, dm1[1] = {-1}, d01[2] = {0, 1};
 static const kn_conv_opts conv_pad = {.padding = {1, 1}};
+static const kn_conv_opts conv_pad2 = {.padding = {2, 2}};
 static const kn_conv_opts conv_s2 = {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}};
 static const kn_pool_opts pool2 = {.kernel = {2, 2}};
 static const kn_pool_opts pool3s2 = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
@@ -196,6 +197,7 @@ ONE(c_sdpa_causal, kn_scaled_dot_product_attention(c, x[0], x[1], x[2], NULL, 1,
 /* convolution and pooling */
 ONE(c_conv2d, kn_conv2d(c, x[0], x[1], x[2], &conv_pad))
 ONE(c_conv1d, kn_conv1d(c, x[0], x[1], NULL, NULL))
+ONE(c_conv1d_pad, kn_conv1d(c, x[0], x[1], NULL, &conv_pad2))
 ONE(c_conv_t, kn_conv_transpose2d(c, x[0], x[1], NULL, &conv_s2))
 ONE(c_maxpool, kn_max_pool2d(c, x[0], &pool3s2))
 ONE(c_avgpool, kn_avg_pool2d(c, x[0], &pool2))
@@ -301,6 +303,7 @@ static const Case cases[] = {
     {"sdpa_causal", "abc abc abd", c_sdpa_causal},
     {"conv2d", "ab55 cb33 c", c_conv2d},
     {"conv1d", "ab7 cb3", c_conv1d},
+    {"conv1d_padded", "abd cb1", c_conv1d_pad}, /* an empty length, padded to a nonempty result */
     {"conv_transpose2d", "ab33 bc33", c_conv_t},
     {"max_pool2d", "ab66", c_maxpool},
     {"avg_pool2d", "abcd", c_avgpool},
