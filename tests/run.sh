@@ -4,10 +4,10 @@
 #     sh tests/run.sh DIR                       native tests in DIR/tests
 #     sh tests/run.sh native DIR wasm WDIR arm ADIR   any of the three, in order
 #
-# native: every executable DIR/tests/test_*, then DIR/tests/fuzz_compiled, then
-#         every tests/test_*.sh (tests of the build itself; KN_BUILD=DIR names the build
+# native: DIR/tests/fuzz_compiled and every executable DIR/tests/test_*, KN_JOBS at a time
+#         (default: the processors), then one at a time every tests/test_*.sh (tests of the build itself; KN_BUILD=DIR names the build
 #         for those that install it), then tests/layers.sh on DIR/obj.
-# wasm:   builds WDIR (make wasm-build), runs WDIR/tests/test_*.wasm under node.
+# wasm:   builds WDIR (make wasm-build), runs WDIR/tests/test_*.wasm under node, KN_JOBS at a time.
 # arm:    builds ADIR (make arm-build), runs ADIR/arm_smoke.elf under QEMU.
 # A program that crashes, exits nonzero or prints no summary counts as one
 # failure; so does a test that did not build, and a missing cross toolchain
@@ -17,11 +17,43 @@ MAKE=${MAKE:-make}
 pass=0; fail=0
 HANG_GUARD=$(command -v timeout >/dev/null 2>&1 && echo "timeout 600")
 
-# run_one NAME CMD...: run CMD from the repository root and count its summary.
-run_one() {
-    name=$1; shift
+# Test programs run KN_JOBS at a time (default: the processors), their summaries counted in order.
+# A fifo holds one token per free slot; a program takes one to start and puts it back when done.
+JOBS=${KN_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
+qdir=$(mktemp -d "${TMPDIR:-/tmp}/kiln-run-XXXXXX") || { echo "run.sh: no temporary directory"; exit 1; }
+trap 'rm -rf "$qdir"' EXIT
+mkfifo "$qdir/slots" && exec 3<>"$qdir/slots" || { echo "run.sh: no fifo in $qdir"; exit 1; }
+i=0; while [ "$i" -lt "$JOBS" ]; do echo >&3; i=$((i + 1)); done
+queued=0
+
+# queue NAME CMD...: start CMD from the repository root once a slot is free; drain counts it.
+queue() {
+    queued=$((queued + 1))
+    q=$qdir/$queued
+    read -r _ <&3
+    printf '%s\n' "$1" >"$q.name"; shift
     # a hang guard, not a timing bound: a program stuck for 10 minutes fails
-    out=$($HANG_GUARD "$@" 2>&1 </dev/null); rc=$?
+    ( $HANG_GUARD "$@" >"$q.out" 2>&1 </dev/null 3>&-; echo $? >"$q.rc"; echo >&3 ) &
+}
+
+# drain: wait for every queued program, then count each one's summary in the order queued.
+drain() {
+    wait
+    i=1
+    while [ "$i" -le "$queued" ]; do
+        count "$(cat "$qdir/$i.name")" "$(cat "$qdir/$i.rc" 2>/dev/null || echo 255)" "$qdir/$i.out"
+        rm -f "$qdir/$i.name" "$qdir/$i.rc" "$qdir/$i.out"
+        i=$((i + 1))
+    done
+    queued=0
+}
+
+# run_one NAME CMD...: run CMD now, alone, and count its summary.
+run_one() { queue "$@"; drain; }
+
+# count NAME RC FILE: add up the summary line of NAME's output FILE (RC its exit status).
+count() {
+    name=$1; rc=$2; out=$(cat "$3")
     [ "$rc" -eq 124 ] && out="$out
 $name: killed after 600 s (a hang)"
     line=$(printf '%s\n' "$out" | grep -E '^[^ ]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
@@ -60,12 +92,14 @@ build() {
 built() { [ -f "$1" ] && $MAKE -q --no-print-directory "$1" >/dev/null 2>&1; }
 
 native() {
+    # the differential fuzzer's fixed seeds first, the longest (make fuzz runs random ones)
+    if [ -x "$1/tests/fuzz_compiled" ]; then queue "$1/tests/fuzz_compiled" "$1/tests/fuzz_compiled"; fi
     for t in "$1"/tests/test_*; do
         [ -x "$t" ] || continue
-        run_one "$t" "$t"
+        queue "$t" "$t"
     done
-    # the differential fuzzer's fixed seeds (make fuzz runs random ones)
-    if [ -x "$1/tests/fuzz_compiled" ]; then run_one "$1/tests/fuzz_compiled" "$1/tests/fuzz_compiled"; fi
+    drain
+    # the build's own tests one at a time: they run make and compilers themselves
     for t in tests/test_*.sh; do
         [ -f "$t" ] || continue
         KN_BUILD=$1 run_one "$t" sh "$t"
@@ -99,8 +133,9 @@ wasm() {
         if ! built "$t"; then
             echo "$t: did not build"; fail=$((fail + 1)); continue
         fi
-        run_one "$t" node --no-warnings --no-turbo-fast-api-calls tests/cross/run_wasi.js "$t"
+        queue "$t" node --no-warnings --no-turbo-fast-api-calls tests/cross/run_wasi.js "$t"
     done
+    drain
 }
 
 arm() {
