@@ -388,8 +388,14 @@ void kn_optim_free(kn_optim *opt);           /* frees the state; NULL is fine */
  * branch on it: a call that reads another value runs the body again (its C
  * code too, so what it logs is this call's), and where the graphs come out
  * the same their compiled programs run, with no recompile. To read a value
- * at no cost, return it as an output and read it after kn_call. Results
- * always equal eager execution within floating-point tolerance. out[]
+ * at no cost, return it as an output and read it after kn_call. A value
+ * read may be a traced one or the state itself (a parameter read with
+ * kn_read): either is guarded on. Results always equal eager execution
+ * within floating-point tolerance. A call that fails (an index out of
+ * range inside the program, say) makes no outputs, and what the body
+ * writes (the generator, parameters and optimizer state, running
+ * statistics) may then differ from what eager leaves, which stops at the
+ * failing op while a program runs whole. out[]
  * receives new tensors in the caller's current scope (reduce-overhead: the
  * function's own; kn_mode). */
 typedef struct kn_fn kn_fn;

@@ -523,6 +523,54 @@ static void test_break_detached(int bi)
     kn_ctx_free(ctx);
 }
 
+/* A read of a parameter itself (concrete while tracing, not a traced value) inside a compiled step:
+ * the value read is each call's, not the traced call's (it is guarded on like any read) */
+typedef struct {
+    kn_tensor *p;
+    kn_optim *opt;
+} ReadParam;
+
+static kn_status readparam_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    ReadParam *u = user;
+    int64_t n = 3;
+    float v[3];
+    (void)nin, (void)nout;
+    kn_optim_zero_grad(u->opt);
+    if (kn_read(ctx, u->p, v, sizeof v)) return kn_last_status(ctx);
+    out[0] = kn_tensor_from(ctx, KN_F32, 1, &n, v);
+    out[1] = kn_sum(ctx, kn_mul(ctx, u->p, in[0]), NULL, 0, 0);
+    if (!out[0] || !out[1] || kn_backward(ctx, out[1], 0)) return kn_last_status(ctx);
+    return kn_optim_step(u->opt);
+}
+
+static void test_read_param(int bi)
+{
+    kn_ctx *ce = kn_ctx_new(NULL), *cc = kn_ctx_new(NULL);
+    int64_t n = 3;
+    float xv[3] = {1, -1, 2}, pv[3] = {1, 2, -0.5f};
+    kn_sgd_opts so = {.lr = 0.1, .momentum = 0.9};
+    ReadParam ue = {kn_param(ce, kn_tensor_from(ce, KN_F32, 1, &n, pv)), NULL};
+    ReadParam uc = {kn_param(cc, kn_tensor_from(cc, KN_F32, 1, &n, pv)), NULL};
+    ue.opt = kn_sgd(ce, &ue.p, 1, &so), uc.opt = kn_sgd(cc, &uc.p, 1, &so);
+    kn_compile_opts o = {.backend = backends[bi], .params = &uc.p, .nparams = 1, .name = "readparam"};
+    kn_fn *f = kn_compile(cc, readparam_body, &uc, &o);
+    for (int c = 0; c < 4; c++) {
+        kn_tensor *xe = kn_tensor_from(ce, KN_F32, 1, &n, xv), *xc = kn_tensor_from(cc, KN_F32, 1, &n, xv);
+        kn_tensor *want[2] = {0}, *got[2] = {0};
+        CHECK(readparam_body(ce, &ue, &xe, 1, want, 2) == KN_OK);
+        CHECK_MSG(kn_call(f, &xc, 1, got, 2) == KN_OK, "%s: %s", bname[bi], kn_last_error(cc));
+        for (int k = 0; k < 2; k++)
+            CHECK_MSG(got[k] && want[k] && test_rel_diff(cc, got[k], ce, want[k]) <= 1e-6,
+                      "%s call %d: out[%d] differs from eager's", bname[bi], c, k);
+    }
+    kn_fn_free(f);
+    kn_optim_free(ue.opt);
+    kn_optim_free(uc.opt);
+    kn_ctx_free(cc);
+    kn_ctx_free(ce);
+}
+
 /* (b) the whole step compiled: losses, params and buffers follow eager; reads: values the body reads before
  * its backward (a loss logged with kn_item), graph breaks the backward runs through */
 static void test_step(int bi, const char *name, ModelCfg cfg, int sgd, int reads)
@@ -1088,6 +1136,7 @@ int main(void)
         test_break_unused(bi);
         test_break_output(bi);
         test_break_detached(bi);
+        test_read_param(bi);
         test_step(bi, "gpt", gpt, 0, 0);
         test_in_place(bi);
         test_step(bi, "smallcnn", small, 1, 0);
