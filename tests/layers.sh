@@ -16,7 +16,7 @@ LAYERS='
 4 targets/*
 5 src/compile*|src/plan.*|src/autotune.*|src/pcache.*|src/generic.*|src/program.*|src/eager.*
 6 src/capture*|src/guards.*|src/dynamic.*
-7 src/cli/*|src/main.*|src/bench.*|src/train.*|src/explain.*|src/models.*|src/data.*|src/gz.*|src/gradcheck.*|src/opslist.*
+7 src/cli/*
 '
 NAMES='base rt core loop-ir targets compiler capture cli'
 objdir=$(cd "${1:-build/obj}" 2>/dev/null && pwd)

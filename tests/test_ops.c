@@ -5,6 +5,7 @@
  */
 #include "test.h"
 #include "../src/core.h"
+#include "../src/cli/opslist.h"
 
 int main(void)
 {

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "../core.h"
 #include "models.h"
 
 #define NAME_MAX_LEN 96

@@ -56,10 +56,10 @@
 #include <string.h>
 
 #include "bench.h"
-#include "compile.h"
+#include "../compile.h"
 #include "models.h"
-#include "core.h"
-#include "../port/port.h"
+#include "../core.h"
+#include "../../port/port.h"
 
 #define MAX_SAMPLES 30
 #define SLOW_MS 2000.0  /* one run longer than this: reported once, bigger cases skipped */

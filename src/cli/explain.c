@@ -12,7 +12,7 @@
 #include "bench.h"
 #include "train.h"
 #include "models.h"
-#include "../port/port.h"
+#include "../../port/port.h"
 
 typedef struct {
     Model *m;

@@ -18,7 +18,7 @@
 #ifndef KN_MODELS_H
 #define KN_MODELS_H
 
-#include "kiln.h"
+#include "../kiln.h"
 
 typedef struct {
     /* gpt: 0 means the BENCHMARKS.md size */
