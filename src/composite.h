@@ -1,5 +1,5 @@
 /*
- * composite.h — the composite ops, one row each, in DESIGN.md's order: the
+ * composite.h — the composite ops, one row each, in docs/DESIGN.md's order: the
  * one list that `kiln ops`, `kiln gradcheck`, the tests and the library read.
  *
  *     X(NAME, EXAMPLE, GRAD)

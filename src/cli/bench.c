@@ -1,7 +1,7 @@
 /*
  * bench.c — `kiln bench gemm` and `kiln bench ops` (see bench.h).
  *
- * Method (shared/BENCHMARKS.md): kiln and its peer side by side in one run,
+ * Method (docs/BENCHMARKS.md): kiln and its peer side by side in one run,
  * same thread count: port_threads() (KILN_NUM_THREADS, else the cores), which
  * kiln's GEMMs (kiln-c's template, the library GEMM kiln-tcc's and the
  * interpreter's dots call) and the parallel loops of kiln-c's and kiln-tcc's

@@ -219,7 +219,7 @@ done:
 }
 
 /* ---- compile time: the workloads' training steps ----
- * For mlp, gpt and cnn (BENCHMARKS.md, the 2-core machine's batches): a
+ * For mlp, gpt and cnn (docs/BENCHMARKS.md, the 2-core machine's batches): a
  * whole training step (zero_grad, forward, cross-entropy, backward, Adam)
  * through kn_compile on each backend, its trace + compile time as
  * kn_fn_stats reports it: cold (a fresh $KILN_CACHE_DIR) and warm (a new

@@ -1,5 +1,5 @@
 /*
- * models.c — the workloads of ../shared/BENCHMARKS.md and the small
+ * models.c — the workloads of docs/BENCHMARKS.md and the small
  * Fashion-MNIST CNN, written only against the public API (kiln.h) so that
  * model_forward and model_loss run eagerly and under kn_compile's tracer
  * alike: they read shapes, never tensor values, and branch only on shapes

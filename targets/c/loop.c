@@ -489,9 +489,8 @@ static void put_stream(R *r, const IrNode *x, const IrNode *st, int level)
  * hardware prefetcher follows a stream only within a 4 KiB page, so it
  * starts again at every row of 4 KiB. After the first pass, the SIMD
  * dialect prefetches the lines the first pass will read in the next
- * iteration, which come in while the later passes compute (kiln bench ops,
- * 2 threads, median of 8 runs alternating with the build without it, a
- * loaded machine: softmax 4096x1024 0.63 -> 0.82x memcpy).
+ * iteration, which come in while the later passes compute (kiln bench ops'
+ * softmax gains markedly against memcpy).
  * What qualifies (prefetch_pass): the first loop of x's body is innermost,
  * of constant extent, another loop follows it, and it loads a buffer at
  * unit stride in its var, at an index of x's var, a row of PF_MIN_BYTES
@@ -629,10 +628,9 @@ void loop_put_prefetch(R *r, const IrNode *x, int level)
  * stream only within a page, and starts again at each one. The SIMD
  * dialect runs such a loop in blocks of AHEAD_BLOCK iterations and, before
  * each block, prefetches the lines of every such load and store AHEAD
- * iterations on (kiln bench ops, 2 threads, median of 6 runs alternating
- * with the build without it: gelu(x*a+b) over 16M floats 0.66 -> 0.91x
- * memcpy; streamed past the caches instead, the gelu ran 0.39x on one
- * thread: this machine's memory is slower than its large L3). What qualifies (ahead_refs): x is a vector loop,
+ * iterations on (kiln bench ops' gelu(x*a+b) over 16M floats gains markedly
+ * against memcpy; streaming past the caches instead loses, where memory is
+ * slower than a large L3). What qualifies (ahead_refs): x is a vector loop,
  * or a flat loop run over a range of threads, of AHEAD_MIN_ITERS or more
  * iterations, whose body is stores, and whose unit-stride accesses without
  * an offset to buffers of AHEAD_MIN_BYTES or more are the streams. */

@@ -49,8 +49,7 @@
 
 #define UNROLL 4             /* iterations a group */
 #define UNROLL_CHAIN 8       /* iterations a group of a small chain of updates: half the trips of its
-                                accumulator through memory (a product's sum of 1M elements alone, in
-                                cache, best of 10: 1.09 -> 0.87 ms) */
+                                accumulator through memory */
 #define UNROLL_MAX_VALUES 40 /* a body of more values is not copied: its loop's overhead is small beside it */
 #define MAX_STREAMS 24
 #define MAX_ACCESSES 64
@@ -434,8 +433,8 @@ static void put_group(R *r, const IrNode *x, Unroll *un, const char *base, int o
  * 0: libc's memcpy or memset of the extent, the same bytes (f32, f64 and
  * integers other than bool, which the scalar code copies bit for bit; a
  * bool is normalised, an f16 NaN quieted) where TinyCC's loop moves an
- * element in a dozen instructions (a 9.4 MB copy, the parameter Adam
- * writes back, best of 5 runs: 2.5 -> 0.7 ms). Its source, or 0 for memset;
+ * element in a dozen instructions (a parameter Adam writes back is
+ * megabytes). Its source, or 0 for memset;
  * -1 if not.
  * A loop shorter than COPY_MIN is not worth the call. */
 #define COPY_MIN 16
