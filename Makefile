@@ -1,4 +1,5 @@
-# kiln — one Makefile. `make` builds build/libkiln.a and build/kiln;
+# kiln — one Makefile. `make` builds build/libkiln.a, build/libkiln-cli.a (the
+# apps' code, src/cli/) and build/kiln;
 # `make test` builds and runs every test and ends with "N passed, M failed".
 
 CC      ?= cc
@@ -12,20 +13,22 @@ endif
 LDLIBS  := -lm
 
 B       := build
-# The dataset reader (IDX files, gzip through zlib) is the CLI's, not the
-# library's: it is linked, with -lz, into build/kiln and the test that reads
-# datasets (test_io) only, and the wasm32 and Cortex-M libraries leave it out.
-DATASRC := src/data.c src/gz.c
-DATAOBJ := $(patsubst %.c,$(B)/obj/%.o,$(DATASRC))
 # One port (port/port.h) goes into each library: posix natively, wasm and
 # baremetal in the cross builds; the amalgamation holds all three.
 PORT_POSIX     := port/posix.c port/jit_tcc.c
 PORT_WASM      := port/wasm.c
 PORT_BAREMETAL := port/baremetal.c
-LIBSRC  := $(filter-out src/main.c $(DATASRC),$(wildcard src/*.c)) $(wildcard targets/c/*.c) $(PORT_POSIX)
-# What only the command-line apps use: in libkiln.a for now (the tests link
-# it from there), left out of the amalgamation.
-CLISRC  := src/bench.c src/explain.c src/gradcheck.c src/models.c src/opslist.c src/train.c
+LIBSRC  := $(wildcard src/*.c) $(wildcard targets/c/*.c) $(PORT_POSIX)
+# The command-line apps (src/cli/) build a library of their own,
+# build/libkiln-cli.a: what only they use (benchmarks, training, explain, the
+# workloads, gradcheck, the op listing, the dataset reader), which build/kiln
+# and the tests that need it link before libkiln.a. libkiln.a, the wasm32 and
+# Cortex-M libraries and the amalgamation hold none of it.
+# The dataset reader (IDX files, gzip through zlib) needs -lz: natively only,
+# where build/kiln and test_io link it; the wasm32 CLI library leaves it out.
+DATASRC := src/cli/data.c src/cli/gz.c
+CLISRC  := $(filter-out src/cli/main.c $(DATASRC),$(wildcard src/cli/*.c))
+CLIOBJ  := $(patsubst %.c,$(B)/obj/%.o,$(CLISRC) $(DATASRC))
 LIBOBJ  := $(patsubst %.c,$(B)/obj/%.o,$(LIBSRC))
 TESTS   := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 
@@ -44,7 +47,7 @@ LIBOBJ  := $(patsubst %/jit_tcc.o,%/jit_tcc_all.o,$(LIBOBJ))
 endif
 LDLIBS  += -ldl
 
-all: $(B)/libkiln.a $(B)/kiln
+all: $(B)/libkiln.a $(B)/libkiln-cli.a $(B)/kiln
 
 # Named after the choice, so that flipping it (make deps installing libtcc)
 # rebuilds what depends on it.
@@ -60,7 +63,7 @@ $(B)/obj/port/jit_tcc_all.o: $(B)/obj/port/jit_tcc.o
 	$(OBJCOPY) $(addprefix --keep-global-symbol=jit_tcc_,new sym delete available) $@.tmp $@
 	@rm -f $@.tmp
 
-$(B)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
+$(B)/obj/%.o: %.c src/*.h src/cli/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -68,17 +71,20 @@ $(B)/libkiln.a: $(LIBOBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/kiln: src/main.c $(DATAOBJ) $(B)/libkiln.a
-	$(CC) $(CFLAGS) $< $(DATAOBJ) $(B)/libkiln.a $(LDLIBS) -lz -o $@
+$(B)/libkiln-cli.a: $(CLIOBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(B)/tests/%: tests/%.c tests/*.h tests/ref/*.h $(B)/libkiln.a
+$(B)/kiln: src/cli/main.c $(B)/libkiln-cli.a $(B)/libkiln.a
+	$(CC) $(CFLAGS) $< $(B)/libkiln-cli.a $(B)/libkiln.a $(LDLIBS) -lz -o $@
+
+$(B)/tests/%: tests/%.c tests/*.h tests/ref/*.h $(B)/libkiln-cli.a $(B)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $(TEST_DATA) $< $(B)/libkiln.a $(LDLIBS) $(TEST_LIBS) -o $@
+	$(CC) $(CFLAGS) -Isrc $(TEST_DATA) $< $(B)/libkiln-cli.a $(B)/libkiln.a $(LDLIBS) $(TEST_LIBS) -o $@
 
 # test_io reads datasets where the reader is linked (KN_TEST_DATA: natively);
 # its cross builds test the rest.
-$(B)/tests/test_io: $(DATAOBJ)
-$(B)/tests/test_io: TEST_DATA = -DKN_TEST_DATA $(DATAOBJ)
+$(B)/tests/test_io: TEST_DATA = -DKN_TEST_DATA
 $(B)/tests/test_io: TEST_LIBS = -lz
 
 # What the tests need (apt-get, as root; skips what is installed). Every
@@ -145,7 +151,7 @@ WASM_CFLAGS  := --target=wasm32-wasi $(XWARN)
 WASM_LDFLAGS := -Wl,-z,stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=268435456
 WASM_TESTS   := $(patsubst tests/%.c,$(W)/tests/%.wasm,$(CTESTS))
 
-$(W)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
+$(W)/obj/%.o: %.c src/*.h src/cli/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_CFLAGS) -c $< -o $@
 
@@ -153,11 +159,15 @@ $(W)/libkiln.a: $(patsubst %.c,$(W)/obj/%.o,$(CROSSSRC) $(PORT_WASM))
 	@rm -f $@
 	$(WASM_AR) rcs $@ $^
 
-$(W)/tests/%.wasm: tests/%.c tests/*.h tests/ref/*.h $(W)/libkiln.a
-	@mkdir -p $(dir $@)
-	$(WASM_CC) $(WASM_CFLAGS) $(WASM_LDFLAGS) -Isrc $< $(W)/libkiln.a -lm -o $@
+$(W)/libkiln-cli.a: $(patsubst %.c,$(W)/obj/%.o,$(CLISRC))
+	@rm -f $@
+	$(WASM_AR) rcs $@ $^
 
-wasm-build: $(W)/libkiln.a $(WASM_TESTS)
+$(W)/tests/%.wasm: tests/%.c tests/*.h tests/ref/*.h $(W)/libkiln-cli.a $(W)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_CFLAGS) $(WASM_LDFLAGS) -Isrc $< $(W)/libkiln-cli.a $(W)/libkiln.a -lm -o $@
+
+wasm-build: $(W)/libkiln.a $(W)/libkiln-cli.a $(WASM_TESTS)
 
 ARM_CC   ?= arm-none-eabi-gcc
 ARM_AR   ?= arm-none-eabi-ar
@@ -165,7 +175,7 @@ ARM_ARCH := -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16
 ARM_CFLAGS  := $(ARM_ARCH) $(XWARN) -ffunction-sections -fdata-sections
 ARM_LDFLAGS := $(ARM_ARCH) --specs=rdimon.specs -T tests/cross/cortex-m.ld -Wl,--gc-sections
 
-$(A)/obj/%.o: %.c src/*.h port/*.h targets/*/*.h
+$(A)/obj/%.o: %.c src/*.h src/cli/*.h port/*.h targets/*/*.h
 	@mkdir -p $(dir $@)
 	$(ARM_CC) $(ARM_CFLAGS) -c $< -o $@
 
@@ -238,7 +248,7 @@ uninstall:
 # $(B)/amalgamation/kiln.c builds with one compiler call for any target (its
 # header comment says how); tools/amalgamate.py takes the files from here.
 PYTHON   ?= python3
-AMALGSRC := $(filter-out $(PORT_POSIX) $(CLISRC),$(LIBSRC))
+AMALGSRC := $(filter-out $(PORT_POSIX),$(LIBSRC))
 AMALGAMATION := $(B)/amalgamation
 
 amalgamation: $(AMALGAMATION)/kiln.c

@@ -1,5 +1,5 @@
 /*
- * composite.h — the composite ops, one row each, in DESIGN.md's order: the
+ * composite.h — the composite ops, one row each, in docs/DESIGN.md's order: the
  * one list that `kiln ops`, `kiln gradcheck`, the tests and the library read.
  *
  *     X(NAME, EXAMPLE, GRAD)
@@ -7,10 +7,10 @@
  * NAME     the public op kn_NAME. The library keeps the names (composite.c):
  *          an index-out-of-range error in a primitive names the composite
  *          that made it (Params.origin).
- * EXAMPLE  a call of kn_NAME on the example inputs of src/opslist.c (ctx,
+ * EXAMPLE  a call of kn_NAME on the example inputs of src/cli/opslist.c (ctx,
  *          e->m, e->x4, ... and the options co, po there), which `kiln ops`
  *          traces to list the primitives NAME decomposes into.
- * GRAD     its check in src/gradcheck.c against finite differences:
+ * GRAD     its check in src/cli/gradcheck.c against finite differences:
  *            UN(fn, dist)         a unary op: gradcheck's unary cases
  *            UN0(fn, dist)        the same, and the gradient must be exactly 0
  *            BIN(fn, d0, d1)      a binary op: the binary cases

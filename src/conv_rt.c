@@ -12,9 +12,9 @@
  * (A the output's gradient, X the input, zero outside it). As a GEMM both
  * operands run along the sum, so each is transposed as it is packed, and
  * for ResNet-18's weight gradients (64 x 576 x 16384: nine times as many
- * window elements to pack as multiply-adds per element) the window's pack
- * was some 40% of the time: 150-190 GFLOP/s on the 2-core Zen 4, where its
- * forward products run 250-280.
+ * window elements to pack as multiply-adds per element) packing the window
+ * costs a large part of the product, which then runs well below the rate of
+ * the forward products of the same layers.
  * Here the images go in the lanes: X and A are copied once, L images to a
  * vector,
  *
@@ -27,11 +27,9 @@
  * summed across the lanes at the end: no packing per block, no padding
  * tested per element. Each sum is made in one order whatever the tasks
  * (blocks split among them), so C is the same on any number of threads.
- * Measured on the 2-core Zen 4 at B = 16, in situ: 64 x 576 x 16384 4.5 ms
- * where backend c's SIMD unit took 6.3-8.1, 128 x 1152 x 4096 4.0-4.4
- * against 5.2-6.9, 256 x 2304 x 1024 4.0 against 4.8 (the copies 1-1.4 ms
- * of it). It declines (the product is kn_rt_gemm's) where lanes would go
- * to waste, a batch filling whole vectors less than 4/5ths full, and where
+ * For ResNet-18's weight gradients this beats backend c's SIMD GEMM unit,
+ * copies included. It declines (the product is kn_rt_gemm's) where lanes
+ * would go to waste, a batch filling whole vectors less than 4/5ths full, and where
  * images are small (MIN_PLANE).
  */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -47,9 +45,9 @@ typedef ptrdiff_t Ix;
 
 enum { L = 16, MAXT = 16 };
 #define MIN_MACS (1LL << 20) /* below this, kn_rt_gemm */
-/* positions of an image below which kn_rt_gemm: a block's sums (two channels out by one in) over
- * ResNet-18's stage 4, 4 x 4, took longer to add across the lanes than to make (its 512 x 4608 x 256
- * at B = 16: 5.0 ms in situ against backend c's unit's 4.4-4.8) */
+/* positions of an image below which kn_rt_gemm: on small images (ResNet-18's stage 4, 4 x 4) a
+ * block's sums (two channels out by one in) take longer to add across the lanes than to make, and
+ * backend c's unit is the faster */
 #define MIN_PLANE 32
 #define GROUP_FLOATS (1 << 16) /* Xp's planes a block goes over before the next block: 256 KB, in L2 */
 
@@ -183,8 +181,7 @@ INLINE float lanes(const VF *pv)
 
 /* C's rows k .. k+R-1 (those below K) at channel in c: R x 9 sums over every position. x0, x1, x2 walk
  * the three padded rows a position's taps read; q0.. the rows of Ap. R is 2 in the AVX-512 copy (18
- * accumulators of its 32 registers: at 3, gcc spilled six of the 27 and the blocks ran 5.9 against
- * 4.1 ms) or 1. MAC(acc, v, t) adds v * t to acc. */
+ * accumulators of its 32 registers; at 3, gcc spills some of the 27 and the blocks run slower) or 1. MAC(acc, v, t) adds v * t to acc. */
 #define TAP1(MAC, i, p, o) LD(t, p + (o)), MAC(a##i, v0, t);
 #define TAP2(MAC, i, p, o) LD(t, p + (o)), MAC(a##i, v0, t), MAC(b##i, v1, t);
 #define TAPS(TAP, MAC)                                                                                                 \

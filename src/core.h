@@ -5,7 +5,7 @@
  * Module prefixes: arena_ (arena.c), ctx_/err (ctx.c), tensor_ (tensor.c),
  * prim_ (prim.c), interp_ (interp.c), graph_ (graph.c), expr_/dim_ (expr.c),
  * dt_ (dtype.c), autodiff_ (autodiff.c), partition_/graph_run (partition.c),
- * composite_ (composite.c), opslist_ (opslist.c). Everything else is static
+ * composite_ (composite.c). Everything else is static
  * in its file.
  */
 #ifndef KN_CORE_H
@@ -370,9 +370,6 @@ typedef struct TraceHooks {
 } TraceHooks;
 
 void log_init(kn_ctx *ctx); /* log.c: KILN_LOGS into ctx->logs */
-
-/* ---- kiln ops (opslist.c) ---- */
-int opslist_run(int print, int *nprim, int *ncomp); /* composites that failed to trace */
 
 /* ---- eager hooks: eager ops through compiled single-op kernels ----
  * A compiled eager backend (eager.c: kn_set_eager_backend, KILN_EAGER) installs these in

@@ -2,7 +2,7 @@
  * decomp_conv.c — convolution, pooling and normalisation as decompositions
  * into primitives, with PyTorch 1.13's semantics (NCHW).
  *
- * Convolution is implicit GEMM (DESIGN.md: "a strided window view feeding
+ * Convolution is implicit GEMM (docs/DESIGN.md: "a strided window view feeding
  * dot"): the padded input is read through KH*KW strided slice views, one per
  * kernel offset, each (N, C, OH, OW); they are stacked into columns
  * (N, G, C/G*KH*KW, OH*OW) and contracted with the weight (G, O/G,
@@ -378,7 +378,7 @@ static kn_tensor *conv_vjp(kn_ctx *ctx, kn_tensor *g, kn_tensor *const *saved, c
  * the transposed convolution reads, (C, O/G*KH*KW), is a transposing copy of w, O*C/G*KH*KW
  * elements gathered across w's rows, where col2im's buffer is C/G*KH*KW * N*OH*OW: where the
  * columns, N*OH*OW, are fewer than O the copy costs more than the buffer it saves (ResNet-18's
- * stage 4 at B = 16: 256 columns, 512 channels; its train step ran 1.05x slower with it). */
+ * stage 4 at B = 16: 256 columns, 512 channels, where its train step is slower with it). */
 static kn_tensor *conv_gemm_grad(kn_ctx *ctx, kn_tensor *x, kn_tensor *w, kn_tensor *b, const Conv *cv)
 {
     if (cv->n * cv->ax[0].out * cv->ax[1].out < cv->o || !autodiff_custom_wanted(ctx, x))

@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 /* A hash of n bytes taken 8 at a time, for the interning tables (whole nodes
- * of ~200 bytes: hashing them a byte at a time was most of graph_add) and the
- * caches. Depends on the byte order: for tables in memory, or files that only
+ * of ~200 bytes, hashed on every graph_add: a byte at a time would dominate
+ * it) and the caches. Depends on the byte order: for tables in memory, or files that only
  * this build of kiln (or this machine) reads. */
 uint64_t kn_hash(const void *p, size_t n);
 

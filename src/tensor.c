@@ -87,9 +87,8 @@ static kn_tensor *new_handle(kn_ctx *ctx, kn_dtype dt, int ndim, const int64_t *
 
 /* A storage's bytes start at a 64-byte boundary, so that a vector load or
  * store of a compiled kernel never splits two cache lines (libc gives 16: a
- * large block is a fresh mapping plus a 16-byte header: kiln bench ops,
- * kiln-c vs memcpy, median of 5 runs alternating with the unaligned build:
- * softmax 4096x1024 0.49 -> 0.59x, layer_norm 0.80 -> 0.92x).
+ * large block is a fresh mapping plus a 16-byte header; split lines slow the
+ * row kernels of kiln bench ops, softmax and layer_norm, markedly).
  * The allocation is bytes + DATA_ALIGN; the byte before the data holds the
  * distance back to its start (1 to 64), so the pointer alone frees it, and
  * storages may exchange their data (capture.c take_storage). */

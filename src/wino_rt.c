@@ -100,8 +100,8 @@ static int geometry(const KnRtGemm *g, Job *j)
     j->tb = most < fair ? most : fair > TBMAX ? TBMAX : fair;
     j->chunks = cdiv(j->tiles, j->tb);
     j->kp = cdiv(j->K, MR) * MR;
-    /* planes a power of two apart share their cache sets: the weights' pass, which writes 36 of them
-     * a row at a time, took 3 ms for 256 -> 256 channels (their stores the half of it) */
+    /* planes a power of two apart share their cache sets, and the weights' pass writes 36 of them a
+     * row at a time: each plane's stride is padded by L so that they do not */
     j->su = j->kp * j->C + L, j->sv = j->C * j->tb + L, j->sm = j->K * j->tb + L;
     return 1;
 }
@@ -295,8 +295,8 @@ INLINE void output(const Job *j, Ix k0, Ix k1)
 
 /* M = U^T V of the chunk, plane by plane: for each panel of L tiles and MR output channels, MR x L
  * sums over the channels in, in MR vectors (U and V already in panels: nothing to pack). Multiply,
- * then add, as the rest of this file (on the 2-core Zen 4, whose adds have pipes of their own, as
- * fast as a fused multiply-add here). */
+ * then add, as the rest of this file (on a core whose adds have pipes of their own, as fast as a
+ * fused multiply-add here). */
 INLINE void products(const Job *j)
 {
     Ix panels = cdiv(j->nt, L), C = j->C;

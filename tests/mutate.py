@@ -110,11 +110,11 @@ MUTATIONS = [
                  "pins it, and no numeric test can"),
     # ---- loop passes
     M("loopopt-split-div-bound", "loop passes", "src/loopopt.c",
-      "if (!r || !range(o, r, &l, &h) || l < 0 || h >= g) continue;",
-      "if (!r || !range(o, r, &l, &h) || l < 0 || h > g) continue;",
+      "if (!r || !opt_range(o, r, &l, &h) || l < 0 || h >= g) continue;",
+      "if (!r || !opt_range(o, r, &l, &h) || l < 0 || h > g) continue;",
       ["test_loopopt", "test_compiled"]),
     M("loopopt-mod-drops-offset", "loop passes", "src/loopopt.c",
-      ": expr_sub(t, args[0], expr_const(t, fdiv(l, c) * c));",
+      ": expr_sub(t, args[0], expr_const(t, opt_fdiv(l, c) * c));",
       ": args[0];",
       ["test_loopopt", "test_compiled"]),
     # ---- renderers

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "test.h"
-#include "../src/bench.h"
+#include "../src/cli/bench.h"
 
 #define MAXLINES 256
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "test.h"
-#include "../src/models.h"
+#include "../src/cli/models.h"
 
 static kn_backend backends[3] = {KN_BACKEND_INTERP, KN_BACKEND_TCC, KN_BACKEND_C};
 static const char *bname[3] = {"interp", "tcc", "c"};

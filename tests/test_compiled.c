@@ -17,7 +17,7 @@
  *              of every op and every C_STRIDE-th, the joint program of those
  *              with a gradient part and the forward of the rest, several
  *              cases to a program.
- *   gradcheck  every case of every check of src/gradcheck.c (f64 leaves,
+ *   gradcheck  every case of every check of src/cli/gradcheck.c (f64 leaves,
  *              transposed and broadcast inputs): forward and joint programs
  *              on tcc against the same programs on backend interp.
  *   shapes     pointwise, reduction, scan, indexing, reshape, dot, conv and pool families at
@@ -57,7 +57,7 @@
 #include "ref/replay.h"
 #include "../src/core.h"
 #include "../src/compile.h"
-#include "../src/gradcheck.h"
+#include "../src/cli/gradcheck.h"
 #include "../port/port.h"
 
 #define C_STRIDE 8      /* backend c: besides each op's first fixture case, every C_STRIDE-th */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "test.h"
-#include "../src/models.h"
+#include "../src/cli/models.h"
 #include "../port/port.h"
 
 static kn_backend backends[3] = {KN_BACKEND_INTERP, KN_BACKEND_TCC, KN_BACKEND_C};

@@ -5,7 +5,7 @@
  */
 #include "test.h"
 #include "../src/core.h"
-#include "../src/gradcheck.h"
+#include "../src/cli/gradcheck.h"
 
 /* 30 differentiable primitives and 90 differentiable composites: the count
  * keeps the test from passing by checking nothing */

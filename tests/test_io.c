@@ -42,7 +42,7 @@
 #include "test.h"
 #include "ref/io_fixture.h"
 #include "../src/core.h"
-#include "../src/data.h"
+#include "../src/cli/data.h"
 
 /* ---- an allocator that counts, checks sizes and fails on request ---- */
 

@@ -1,5 +1,5 @@
 /*
- * test_models.c — the three models of BENCHMARKS.md, small, trained eagerly
+ * test_models.c — the three models of docs/BENCHMARKS.md, small, trained eagerly
  * by kiln and checked against PyTorch, as llm.c's test_gpt2.c checks its model.
  *
  * tests/ref/gen_models.py (run with /usr/bin/python3) wrote

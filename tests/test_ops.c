@@ -1,17 +1,18 @@
 /*
  * test_ops.c — the op table and `kiln ops`: the primitive set stays closed
- * (<= 40), every composite of DESIGN.md (composite.h's table) traces into
+ * (<= 40), every composite of docs/DESIGN.md (composite.h's table) traces into
  * primitives, and the library finds a composite by its public name.
  */
 #include "test.h"
 #include "../src/core.h"
+#include "../src/cli/opslist.h"
 
 int main(void)
 {
     int nprim = 0, ncomp = 0;
     CHECK(opslist_run(0, &nprim, &ncomp) == 0);
     CHECK_MSG(nprim > 0 && nprim <= 40, "%d primitives", nprim);
-    /* DESIGN.md's 109, and more as rows are added */
+    /* docs/DESIGN.md's 109, and more as rows are added */
     CHECK_MSG(ncomp == COMP_COUNT && ncomp >= 109, "%d composites listed, %d in the table", ncomp, COMP_COUNT);
     int bad = 0;
     for (int op = 0; op < OP_COUNT; op++) {

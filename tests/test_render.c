@@ -749,8 +749,8 @@ static int same_or_nan(const float *a, const float *b, int n);
 /* The "c" target's build (c_cc_flags: cc's options, with the ISA's and no FP
  * contraction) of the SIMD dialect leaves none of the f32 math helpers out
  * of line: in the shared object, from a fresh cache directory, no symbol of
- * theirs (at -O2 gcc's inliner kept exp, erf and tanh out of line and
- * their loops scalar: bench ops' gelu 14x slower). */
+ * theirs (at -O2 gcc's inliner would keep exp, erf and tanh out of line and
+ * their loops scalar, which slows bench ops' gelu many times). */
 static void test_inlined(const CIsa *isa)
 {
     char flags[200], root[] = "/tmp/kiln-test-render-XXXXXX", path[512];

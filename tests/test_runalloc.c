@@ -20,7 +20,7 @@
 #include <stdlib.h>
 
 #include "test.h"
-#include "../src/models.h"
+#include "../src/cli/models.h"
 
 static kn_backend backends[2] = {KN_BACKEND_TCC, KN_BACKEND_C};
 static const char *bname[2] = {"tcc", "c"};

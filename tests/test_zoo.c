@@ -1,5 +1,5 @@
 /*
- * test_zoo.c — src/models.c: the benchmark models and the small CNN.
+ * test_zoo.c — src/cli/models.c: the benchmark models and the small CNN.
  *
  * Checks, eagerly:
  *   - layout: the ordered parameter and buffer names and shapes of mlp, a
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 
 #include "test.h"
-#include "../src/models.h"
+#include "../src/cli/models.h"
 
 typedef struct {
     const char *name;

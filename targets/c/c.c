@@ -27,13 +27,12 @@ static size_t cc_render(const Kernel *const *ks, int nk, char *buf, size_t cap)
     return c_render_isa(ks, nk, c_isa_host(), buf, cap);
 }
 
-/* -O2, not -O3: 0.6x the compile time (cc CPU of a cold training step, gpt
- * 5.1 -> 3.3 s, cnn 11.4 -> 6.9 s) at -O3's speed (steps and bench ops side
- * by side, 2026-11-25), given what -O3 did that -O2 does not: the SIMD
+/* -O2, not -O3: a cold training step compiles markedly faster, and runs as
+ * fast as at -O3, given what -O3 did that -O2 does not: the SIMD
  * dialect's helpers are always_inline (prelude.c: at -O2 gcc left exp, erf
  * and tanh out of line and their loops scalar); gcc gets -O3's vectoriser
- * cost model back (its -O2 one vectorises only loops that need no epilogue:
- * 1/3 of the loops of the steps stayed scalar; clang's -O2 has it, and
+ * cost model back (its -O2 one vectorises only loops that need no epilogue,
+ * which leaves many of the steps' loops scalar; clang's -O2 has it, and
  * rejects the flag); no errno from libm (a sqrtf's errno branch kept
  * layer_norm's loop scalar, which -O3's unswitching took out). FP
  * contraction stays off: pointwise results match the scalar dialect's bit
@@ -87,7 +86,7 @@ PortModule *c_jit(int how, const char *src, const char *flags, char *why)
 
 static void *tcc_load(const char *src, char *why) { return c_jit(PORT_TCC, src, "", why); }
 /* the scalar dialect's text is the same on every machine; a program cache entry spares a warm start
- * scheduling, lowering and rendering (ResNet-18's training step: 60-150 of its ~220 ms), not TinyCC's
+ * scheduling, lowering and rendering (most of a warm ResNet-18 training step's compile), not TinyCC's
  * compile of the text, which tcc_load runs in every process */
 static const char *tcc_tag(void) { return "scalar"; }
 
@@ -98,11 +97,9 @@ static void unload(void *module) { port_jit_free(module); }
  * the build's compiler made far faster than TinyCC's code for the scalar template.
  * The small products of convolutions (at most LENT_MACS multiply-adds: ResNet-18's 1x1 shortcuts and
  * the gradients of its small stages) call the library's GEMM too (GEMM_LENT, through what the program
- * lends): a SIMD unit costs cc ~0.14 s of CPU (ResNet-18's training step had 40 of them, over half
- * its cold compile; 23 then, and 12 lent: cc 9.9 -> 9.1 s of CPU; 20 since the weight gradients of
- * 3x3 convolutions call kn_rt_conv), and those save little a call. Not the plain matrix
- * products: lent, the mlp's (up to 2^25) took its training step 2.2 -> 2.5 ms, even its 128 x 10 x
- * 512 ones alone 2.2 -> 2.4 ms. */
+ * lends): each SIMD unit costs cc a noticeable share of a cold compile (a ResNet-18 training step
+ * has tens of them), and those save little a call. Not the plain matrix products: lent, the mlp's
+ * (up to 2^25, even its 128 x 10 x 512 ones alone) make its training step slower. */
 #define LENT_MACS (1 << 25)
 static size_t cc_dot(const GemmSpec *s, char *buf, size_t cap)
 {

@@ -1,9 +1,9 @@
 /*
- * render_int.h — targets/c: what the three files of the C renderer share,
- * and nothing else includes. render.c writes values and statements and
- * drives the whole unit; loop.c writes loop statements (the SIMD dialect's
- * lanes, streams and prefetches, the scalar dialect's innermost loops
- * written out); prelude.c holds the fixed text at the top of a unit.
+ * render_int.h — targets/c: what the files of the C renderer share, and
+ * nothing else includes. render.c writes values and statements and drives
+ * the whole unit; loop.c writes loop statements (the SIMD dialect's lanes,
+ * streams and prefetches), loop_scalar.c the scalar dialect's innermost
+ * loops written out; prelude.c holds the fixed text at the top of a unit.
  *
  * Here: the renderer's state (R) and output (Out), the rows of the dtype
  * and op tables, a statement's value DAG, and the few small helpers every
@@ -174,10 +174,13 @@ void render_put_value(R *r, IrRef ref, IrRef user, int depth, int bare);
 void render_put_temps(R *r, IrRef ref, IrRef user, int level); /* the temporaries of a value */
 void render_put_block(R *r, IrRef s, int level);
 
-/* ---- loop.c: loops ---- */
+/* ---- loop.c, loop_scalar.c: loops ---- */
 
 void loop_put_loop(R *r, const IrNode *x, int level);
 void loop_put_prefetch(R *r, const IrNode *x, int level); /* after the first pass of loop x: its next row */
+int loop_put_scalar(R *r, const IrNode *x, int level);    /* loop_scalar.c: 1 if it wrote x */
+/* e = a*s_v + rest + k with rest's terms free of s_v: 1 (*a, *k), or 0 */
+int loop_lin(const ExprTable *t, ExprId e, int v, int64_t *a, int64_t *k);
 /* In a copy of an unrolled innermost loop's body (R.un): an access through
  * its stream's pointer, a hoisted value, a chain of updates' accumulator */
 int loop_put_access(R *r, int buf, ExprId index);

@@ -243,7 +243,7 @@ static void put_input(GemmOut *o, const GemmSpec *s, const Geo *g)
     if (wl) {
         /* a tile row whose tiles are whole vectors of W: transformed from ev and od straight into V,
          * W tiles at a time (stage 1 of ResNet-18 on 32x32: the raw tiles' round trip through V,
-         * which a 2 MB chunk takes out of the caches, was two thirds of this pass) */
+         * which a 2 MB chunk takes out of the caches, would dominate this pass) */
         gemm_put(o, "            for (x = 0; x < %lld; x += %d) {\n", g->tw, wl);
         for (int e = 0; e < 4; e++) /* row e of the tiles: ev[e][x], od[e][x], ev[e][x + 1], od[e][x + 1] */
             for (int k = 0; k < 4; k++)

@@ -27,8 +27,8 @@ warm-up, so the first step stays the first thing the model ever runs.
 Threads: torch.set_num_threads(N) sets the OpenMP pool (elementwise ops,
 oneDNN convs) but not Debian's OpenBLAS (GEMM), which has its own pool, so
 OPENBLAS_NUM_THREADS is set to N as well. OMP_WAIT_POLICY=PASSIVE: on a loaded
-2-core machine libgomp's default spin-waiting made the mlp step ~15x slower
-(684 ms against 40 ms). Both are set before torch loads, unless already set.
+machine with few cores libgomp's default spin-waiting makes small steps (the mlp's)
+many times slower. Both are set before torch loads, unless already set.
 """
 
 import argparse

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kiln.h"
+#include "../kiln.h"
 
 typedef struct {
     int ndim;          /* 1..4 */

@@ -1,7 +1,7 @@
 /*
  * explain.c — `kiln explain mlp|cnn|gpt` (what kn_compile made of a whole
  * training step, as torch._dynamo.explain) and `kiln bench train|infer|
- * dispatch` (the workloads of BENCHMARKS.md, eager vs each backend, every
+ * dispatch` (the workloads of docs/BENCHMARKS.md, eager vs each backend, every
  * loss checked against eager before it is timed).
  */
 #include <math.h>
@@ -12,7 +12,7 @@
 #include "bench.h"
 #include "train.h"
 #include "models.h"
-#include "../port/port.h"
+#include "../../port/port.h"
 
 typedef struct {
     Model *m;

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "core.h"
+#include "../core.h"
 #include "data.h"
 
 enum { ALIGN = 16 }; /* zlib's blocks hold their size in front, keeping malloc's alignment */

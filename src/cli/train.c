@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "../core.h"
 #include "train.h"
 #include "data.h"
 #include "models.h"
-#include "../port/port.h"
+#include "../../port/port.h"
 
 typedef struct {
     Model *m;

@@ -11,7 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core.h"
+#include "../core.h"
+#include "opslist.h"
 
 typedef struct {
     kn_tensor *x4;  /* (2, 3, 4, 5) f32 */

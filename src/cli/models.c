@@ -1,5 +1,5 @@
 /*
- * models.c — the workloads of ../shared/BENCHMARKS.md and the small
+ * models.c — the workloads of docs/BENCHMARKS.md and the small
  * Fashion-MNIST CNN, written only against the public API (kiln.h) so that
  * model_forward and model_loss run eagerly and under kn_compile's tracer
  * alike: they read shapes, never tensor values, and branch only on shapes
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "../core.h"
 #include "models.h"
 
 #define NAME_MAX_LEN 96

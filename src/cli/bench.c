@@ -1,7 +1,7 @@
 /*
  * bench.c — `kiln bench gemm` and `kiln bench ops` (see bench.h).
  *
- * Method (shared/BENCHMARKS.md): kiln and its peer side by side in one run,
+ * Method (docs/BENCHMARKS.md): kiln and its peer side by side in one run,
  * same thread count: port_threads() (KILN_NUM_THREADS, else the cores), which
  * kiln's GEMMs (kiln-c's template, the library GEMM kiln-tcc's and the
  * interpreter's dots call) and the parallel loops of kiln-c's and kiln-tcc's
@@ -34,7 +34,8 @@
  *   memcpy's destination, touched before timing, has none); compile time,
  *   cold (a fresh $KILN_CACHE_DIR) and warm (the second compile), of the joint
  *   forward+backward graph of an MLP 784->512->10 at batch 128, and of the
- *   training steps of the three workloads through kn_compile (compile_steps).
+ *   training steps of the three workloads through kn_compile (both in
+ *   bench_compile.c).
  *
  * OS calls (dlopen, a temporary cache directory) are POSIX-only, behind
  * BENCH_POSIX; elsewhere (wasm, a board) those parts say they are missing.
@@ -55,28 +56,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
-#include "compile.h"
+#include "bench_int.h"
+#include "../compile.h"
 #include "models.h"
-#include "core.h"
-#include "../port/port.h"
+#include "../core.h"
+#include "../../port/port.h"
 
-#define MAX_SAMPLES 30
 #define SLOW_MS 2000.0  /* one run longer than this: reported once, bigger cases skipped */
 #define TOTAL_MS 1000.0 /* about this long for the timed samples */
-#define TOL 1e-4
 
 /* ---- output ---- */
-
-typedef struct {
-    const BenchOpts *o;
-    int failed;
-} B;
-
-typedef struct {
-    double med, min, max; /* ms */
-    int n;
-} Stat;
 
 static void out_line(B *b, const char *s)
 {
@@ -166,8 +155,8 @@ static void json_line(B *b, const BenchRecord *r)
  * work in flops or bytes), with the speed ratio to a peer (peer time /
  * this time: > 1 is faster than the peer): pair, the median of the rounds'
  * ratios (paired_ratio), where it is > 0, else the ratio of the medians. */
-static void report(B *b, const char *suite, const char *cse, const char *impl, const Stat *s,
-                   const char *dmetric, double work, const char *peer, const Stat *ps, double pair, const char *note)
+void bench_report(B *b, const char *suite, const char *cse, const char *impl, const Stat *s,
+                  const char *dmetric, double work, const char *peer, const Stat *ps, double pair, const char *note)
 {
     double ratio = !peer ? 0 : pair > 0 ? pair : ps && ps->n > 0 && s->med > 0 ? ps->med / s->med : 0;
     if (b->o->json) {
@@ -188,8 +177,8 @@ static void report(B *b, const char *suite, const char *cse, const char *impl, c
          rat, note ? note : "");
 }
 
-static void report_err(B *b, const char *suite, const char *cse, const char *impl, const char *metric,
-                       const char *msg, int counts)
+void bench_report_err(B *b, const char *suite, const char *cse, const char *impl, const char *metric,
+                      const char *msg, int counts)
 {
     if (counts) b->failed = 1;
     if (b->o->json) json_line(b, &(BenchRecord){suite, cse, impl, metric, .error = msg ? msg : ""});
@@ -205,10 +194,9 @@ static void report_skip(B *b, const char *suite, const char *cse, const char *im
 
 /* ---- timing ---- */
 
-
 typedef int (*RunFn)(void *arg); /* 0 ok */
 
-static int cmp_double(const void *a, const void *b)
+int bench_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -273,7 +261,7 @@ static int measure_sides(B *b, Side *sd, int ns)
         if (d->bad || !d->n) continue;
         double t[MAX_SAMPLES];
         memcpy(t, d->t, (size_t)d->n * sizeof *t);
-        qsort(t, (size_t)d->n, sizeof *t, cmp_double);
+        qsort(t, (size_t)d->n, sizeof *t, bench_cmp_double);
         d->s.min = t[0];
         d->s.max = t[d->n - 1];
         d->s.med = d->n % 2 ? t[d->n / 2] : (t[d->n / 2 - 1] + t[d->n / 2]) / 2;
@@ -291,7 +279,7 @@ static double paired_ratio(const Side *side, const Side *peer, double q[2])
     for (int i = 0; i < side->n && i < peer->n; i++)
         if (side->t[i] > 0) r[n++] = peer->t[i] / side->t[i];
     if (n < 5) return 0;
-    qsort(r, (size_t)n, sizeof *r, cmp_double);
+    qsort(r, (size_t)n, sizeof *r, bench_cmp_double);
     q[0] = r[n / 4], q[1] = r[(3 * n) / 4];
     return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
 }
@@ -340,7 +328,7 @@ static Program *trace_compile(kn_ctx *ctx, Build f, kn_tensor *const *in, Compil
     return p;
 }
 
-static const char *be_name(CompileBackend be) { return be == BACKEND_TCC ? "kiln-tcc" : "kiln-c"; }
+const char *bench_be_name(CompileBackend be) { return be == BACKEND_TCC ? "kiln-tcc" : "kiln-c"; }
 
 /* ---- OpenBLAS through dlopen ---- */
 
@@ -462,7 +450,7 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
     ref.ref = calloc((size_t)ref.nr * (size_t)N, sizeof(double));
     ref.mag = calloc((size_t)ref.nr * (size_t)N, sizeof(double));
     if (!A || !Bm || !C || !ref.rows || !ref.ref || !ref.mag) {
-        report_err(b, S, cse, "kiln", "ms", !A || !Bm ? kn_last_error(ctx) : "out of memory", 1);
+        bench_report_err(b, S, cse, "kiln", "ms", !A || !Bm ? kn_last_error(ctx) : "out of memory", 1);
         kn_clear_error(ctx);
         goto done;
     }
@@ -499,7 +487,7 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
         const char *impl = impl_names[im];
         char *note = notes[im];
         if (im == I_BLAS && !blas_open()) {
-            report_err(b, S, cse, impl, "ms", blas_why, 0);
+            bench_report_err(b, S, cse, impl, "ms", blas_why, 0);
             continue;
         }
         if (im == I_EAGER && (M > 256 || N > 256 || K > 256)) continue; /* the interpreter: small sizes only */
@@ -532,7 +520,7 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
             kn_tensor *in[2] = {A, Bm};
             p[i] = trace_compile(ctx, build_matmul, in, be, &g[i], &cms);
             if (!p[i]) {
-                report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+                bench_report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
                 kn_clear_error(ctx);
                 continue;
             }
@@ -548,7 +536,7 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
         int bad = fn(arg);
         double t1 = port_now_ms() - t0;
         if (bad) {
-            report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+            bench_report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
             kn_clear_error(ctx);
             continue;
         }
@@ -556,7 +544,7 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
         if (!(e <= TOL)) {
             char msg[160];
             snprintf(msg, sizeof msg, "result check failed: max rel err %.3g > %g", e, TOL);
-            report_err(b, S, cse, impl, "ms", msg, 1);
+            bench_report_err(b, S, cse, impl, "ms", msg, 1);
             continue;
         }
         if (im == I_EAGER) er.keep = NULL;
@@ -574,7 +562,7 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
     for (int im = 0; im < NIMPL; im++) {
         if (!live[im]) continue;
         if (sd[im].bad) {
-            report_err(b, S, cse, impl_names[im], "ms", kn_last_error(ctx), 1);
+            bench_report_err(b, S, cse, impl_names[im], "ms", kn_last_error(ctx), 1);
             kn_clear_error(ctx);
             continue;
         }
@@ -586,8 +574,8 @@ static void gemm_case(B *b, kn_ctx *ctx, const Shape *sh, double rate[NIMPL], do
         if (flops / s->med > rate[im]) rate[im] = flops / s->med;
         double q[2], pair = im != I_BLAS && peer ? paired_ratio(&sd[im], &sd[I_BLAS], q) : 0;
         if (pair > 0) cat(notes[im], sizeof notes[im], "; rounds' ratios %.3f..%.3f (quartiles)", q[0], q[1]);
-        report(b, S, cse, impl_names[im], s, "gflops", flops, im == I_BLAS || !peer ? NULL : "openblas",
-               im == I_BLAS || !peer ? NULL : &sd[I_BLAS].s, pair, notes[im]);
+        bench_report(b, S, cse, impl_names[im], s, "gflops", flops, im == I_BLAS || !peer ? NULL : "openblas",
+                     im == I_BLAS || !peer ? NULL : &sd[I_BLAS].s, pair, notes[im]);
     }
     for (int i = 0; i < 2; i++) {
         program_free(p[i]);
@@ -730,7 +718,7 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
 {
     const char *S = "ops";
     static const CompileBackend bes[2] = {BACKEND_C, BACKEND_TCC};
-    const char *impls[OPS_SIDES] = {"memcpy", "memcpy-1t", be_name(bes[0]), be_name(bes[1])};
+    const char *impls[OPS_SIDES] = {"memcpy", "memcpy-1t", bench_be_name(bes[0]), bench_be_name(bes[1])};
     char notes[OPS_SIDES][256];
     int64_t shape[2] = {rows, cols};
     size_t n = (size_t)(rows * cols);
@@ -746,7 +734,7 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
     kn_tensor *x = kn_randn(ctx, KN_F32, kind == K_CHAIN ? 1 : 2, kind == K_CHAIN ? &shape[1] : shape);
     float *y = malloc(n * sizeof *y), *dst = malloc(n * sizeof *dst);
     if (!x || !y || !dst) {
-        report_err(b, S, cse, "kiln", "ms", x ? "out of memory" : kn_last_error(ctx), 1);
+        bench_report_err(b, S, cse, "kiln", "ms", x ? "out of memory" : kn_last_error(ctx), 1);
         kn_clear_error(ctx);
         goto done;
     }
@@ -763,7 +751,7 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
         sd[pass] = (Side){run_copy, &cr[pass], port_now_ms() - t0, 0, 0, {0}, {0, 0, 0, 0}, 0};
         snprintf(notes[pass], sizeof notes[pass], "read + write of the same bytes, on %d thread%s%s", pass ? 1 : threads,
                  pass || threads == 1 ? "" : "s", pass ? "" : " (the kernels' pool and pieces)");
-        if (memcmp(dst, xs, n * sizeof *dst)) report_err(b, S, cse, impls[pass], "ms", "memcpy result differs", 1);
+        if (memcmp(dst, xs, n * sizeof *dst)) bench_report_err(b, S, cse, impls[pass], "ms", "memcpy result differs", 1);
         else live[pass] = 1;
     }
     Build f = kind == K_CHAIN ? build_chain : kind == K_SOFTMAX ? build_softmax : build_layer_norm;
@@ -772,7 +760,7 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
         double cms = 0;
         p[i] = trace_compile(ctx, f, &x, bes[i], &g[i], &cms);
         if (!p[i]) {
-            report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+            bench_report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
             kn_clear_error(ctx);
             continue;
         }
@@ -785,12 +773,12 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
         double t1 = port_now_ms() - t0;
         double e = bad ? INFINITY : ops_err(kind, xs, y, kind == K_CHAIN ? 1 : rows, kind == K_CHAIN ? (int64_t)n : cols);
         if (bad) {
-            report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
+            bench_report_err(b, S, cse, impl, "ms", kn_last_error(ctx), 1);
             kn_clear_error(ctx);
         } else if (!(e <= TOL)) {
             char msg[160];
             snprintf(msg, sizeof msg, "result check failed: max err |d|/(0.01+|ref|) %.3g > %g", e, TOL);
-            report_err(b, S, cse, impl, "ms", msg, 1);
+            bench_report_err(b, S, cse, impl, "ms", msg, 1);
         } else {
             pr[i].keep = NULL;
             sd[2 + i] = (Side){run_prog, &pr[i], t1, 0, 0, {0}, {0, 0, 0, 0}, 0};
@@ -809,14 +797,14 @@ static void ops_case(B *b, kn_ctx *ctx, int kind, const char *cse, int64_t rows,
     for (int j = 0; j < OPS_SIDES; j++) {
         if (!live[j]) continue;
         if (sd[j].bad) {
-            report_err(b, S, cse, impls[j], "ms", j < 2 ? "memcpy failed" : kn_last_error(ctx), 1);
+            bench_report_err(b, S, cse, impls[j], "ms", j < 2 ? "memcpy failed" : kn_last_error(ctx), 1);
             kn_clear_error(ctx);
             continue;
         }
         double q[2], pair = j >= 2 && live[0] && !sd[0].bad ? paired_ratio(&sd[j], &sd[0], q) : 0;
         if (pair > 0) cat(notes[j], sizeof notes[j], "; rounds' ratios %.3f..%.3f (quartiles)", q[0], q[1]);
-        report(b, S, cse, impls[j], &sd[j].s, "gbps", bytes, j >= 2 && live[0] ? "memcpy" : NULL,
-               j >= 2 && live[0] ? &sd[0].s : NULL, pair, notes[j]);
+        bench_report(b, S, cse, impls[j], &sd[j].s, "gbps", bytes, j >= 2 && live[0] ? "memcpy" : NULL,
+                     j >= 2 && live[0] ? &sd[0].s : NULL, pair, notes[j]);
     }
 done:
     for (int i = 0; i < 2; i++) {
@@ -826,368 +814,6 @@ done:
     free(y);
     free(dst);
     kn_scope_end(ctx);
-}
-
-/* ---- compile time: the joint graph of an MLP ---- */
-
-typedef struct {
-    kn_tensor *x, *target, *p[4]; /* W1 (H, I), b1 (H), W2 (O, H), b2 (O) */
-} Mlp;
-
-static kn_tensor *mlp_loss(kn_ctx *ctx, const Mlp *m)
-{
-    kn_tensor *h = kn_relu(ctx, kn_linear(ctx, m->x, m->p[0], m->p[1]));
-    return kn_cross_entropy(ctx, kn_linear(ctx, h, m->p[2], m->p[3]), m->target, NULL);
-}
-
-#if BENCH_POSIX
-/* A fresh empty directory as $KILN_CACHE_DIR; path into dir. 0 or -1. */
-static int fresh_cache(char *dir, size_t cap)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, cap, "%s/kiln-bench-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(dir)) return -1;
-    return setenv("KILN_CACHE_DIR", dir, 1);
-}
-
-static void remove_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[1024];
-    while (d && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path)) remove_dir(path);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
-}
-#endif
-
-/* max |got - want| / max |want| over the tensor */
-static double tensor_err(kn_ctx *ctx, kn_tensor *got, kn_tensor *want)
-{
-    int64_t n = got && want ? kn_numel(want) : -1;
-    if (n < 0 || kn_numel(got) != n) return INFINITY;
-    float *g = malloc((size_t)(n ? n : 1) * sizeof *g), *w = malloc((size_t)(n ? n : 1) * sizeof *w);
-    double d = 0, m = 0;
-    if (!g || !w || kn_read(ctx, got, g, (size_t)n * sizeof *g) || kn_read(ctx, want, w, (size_t)n * sizeof *w))
-        d = INFINITY;
-    for (int64_t i = 0; d == 0 && i < n; i++) m = fabs(w[i]) > m ? fabs(w[i]) : m;
-    for (int64_t i = 0; d != INFINITY && i < n; i++) {
-        double e = fabs((double)g[i] - w[i]);
-        if (!(e <= d)) d = e;
-    }
-    free(g);
-    free(w);
-    return d == INFINITY ? d : d / (m + 1e-30);
-}
-
-static void compile_bench(B *b, kn_ctx *ctx)
-{
-    const char *S = "ops";
-    int64_t I = 784, H = 512, O = 10, N = 128;
-    if (b->o->smoke) I = 32, H = 16, N = 8;
-    char what[96], note[320], cse[64];
-    snprintf(what, sizeof what, "mlp %lld->%lld->%lld b%lld fwd+bwd", (long long)I, (long long)H, (long long)O,
-             (long long)N);
-    kn_scope_begin(ctx);
-    Mlp m;
-    int64_t sx[2] = {N, I}, s[4][2] = {{H, I}, {H, 0}, {O, H}, {O, 0}};
-    int64_t *tv = malloc((size_t)N * sizeof *tv);
-    for (int64_t i = 0; tv && i < N; i++) tv[i] = (i * 7) % O;
-    m.x = kn_randn(ctx, KN_F32, 2, sx);
-    m.target = tv ? kn_tensor_from(ctx, KN_I64, 1, &N, tv) : NULL;
-    free(tv);
-    for (int i = 0; i < 4; i++) {
-        double bound = 1.0 / sqrt((double)(i < 2 ? I : H));
-        m.p[i] = kn_param(ctx, i % 2 == 0 ? kn_kaiming_uniform(ctx, KN_F32, 2, s[i], sqrt(5.0))
-                                          : kn_uniform(ctx, KN_F32, 1, s[i], -bound, bound));
-    }
-    /* eager reference: loss and .grad */
-    kn_tensor *eloss = mlp_loss(ctx, &m);
-    Graph *g = NULL;
-    kn_tensor *loss = NULL, *grads[4] = {NULL, NULL, NULL, NULL};
-    int ok = eloss && kn_backward(ctx, eloss, 0) == KN_OK;
-    if (ok && (g = graph_new(ctx))) {
-        ctx->trace = g;
-        loss = mlp_loss(ctx, &m);
-        ok = loss && autodiff_grads(ctx, loss, 4, m.p, grads) == KN_OK;
-        ctx->trace = NULL;
-        for (int i = 0; i < 4; i++) ok = ok && grads[i];
-    }
-    if (!ok || !g) {
-        report_err(b, S, "mlp-joint", "kiln", "ms", g ? kn_last_error(ctx) : "out of memory", 1);
-        kn_clear_error(ctx);
-        goto done;
-    }
-    uint32_t outs[5] = {loss->node, grads[0]->node, grads[1]->node, grads[2]->node, grads[3]->node};
-#if BENCH_POSIX
-    const char *old = getenv("KILN_CACHE_DIR");
-    char *saved = old ? malloc(strlen(old) + 1) : NULL;
-    if (saved) strcpy(saved, old);
-#endif
-    static const CompileBackend bes[2] = {BACKEND_TCC, BACKEND_C};
-    for (int bi = 0; bi < 2; bi++) {
-        CompileBackend be = bes[bi];
-        const char *impl = be_name(be);
-        CompileOpts co;
-        memset(&co, 0, sizeof co);
-        co.backend = be;
-        int ncold = b->o->smoke ? 1 : b->o->quick ? 2 : 3, nwarm = b->o->smoke ? 1 : 5;
-        double cold[MAX_SAMPLES], warm[MAX_SAMPLES];
-        char dir[512] = "";
-        (void)dir;
-        int bad = 0, checked = 0, kernels = 0;
-        const char *ran = "?";
-        double err = 0;
-        for (int r = 0; r < ncold + nwarm && !bad; r++) {
-#if BENCH_POSIX
-            if (r < ncold) {
-                if (dir[0]) remove_dir(dir);
-                if (fresh_cache(dir, sizeof dir)) {
-                    report_err(b, S, "mlp-joint", impl, "ms", "cannot make a temporary cache directory", 1);
-                    bad = 1, dir[0] = 0;
-                    break;
-                }
-            }
-#endif
-            double t0 = port_now_ms();
-            Program *p = compile_graph(ctx, g, outs, 5, &co);
-            double t = port_now_ms() - t0;
-            if (!p) {
-                report_err(b, S, "mlp-joint", impl, "ms", kn_last_error(ctx), 1);
-                kn_clear_error(ctx);
-                bad = 1;
-                break;
-            }
-            if (r < ncold) cold[r] = t;
-            else warm[r - ncold] = t;
-            if (!checked) { /* the compiled step against eager: loss and every gradient */
-                ProgramStats st;
-                program_stats(p, &st);
-                kernels = st.kernels, ran = st.backend;
-                kn_tensor *got[5] = {NULL};
-                kn_scope_begin(ctx);
-                if (program_run(p, g->input_vals, (int)g->ninputs, got) != KN_OK) err = INFINITY;
-                else {
-                    err = tensor_err(ctx, got[0], eloss);
-                    for (int i = 0; i < 4; i++) {
-                        double e = tensor_err(ctx, got[i + 1], kn_grad(ctx, m.p[i]));
-                        if (!(e <= err)) err = e;
-                    }
-                }
-                kn_scope_end(ctx);
-                checked = 1;
-                if (!(err <= TOL)) {
-                    char msg[200];
-                    snprintf(msg, sizeof msg, "result check failed: loss/grads vs eager max err %.3g > %g (%s)", err,
-                             TOL, kn_last_error(ctx));
-                    kn_clear_error(ctx);
-                    report_err(b, S, "mlp-joint", impl, "ms", msg, 1);
-                    bad = 1;
-                }
-            }
-            program_free(p);
-        }
-#if BENCH_POSIX
-        if (dir[0]) remove_dir(dir);
-#endif
-        if (bad) continue;
-        for (int w = 0; w < 2; w++) {
-            double *t = w ? warm : cold;
-            int n = w ? nwarm : ncold;
-            Stat st;
-            qsort(t, (size_t)n, sizeof *t, cmp_double);
-            st.min = t[0], st.max = t[n - 1], st.n = n;
-            st.med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-            snprintf(cse, sizeof cse, "mlp-joint/%s", w ? "warm" : "cold");
-            snprintf(note, sizeof note, "%s: %u nodes, %d kernels on %s; checked vs eager (max err %.2g); %s", what,
-                     (unsigned)(g->n - 1), kernels, ran, err,
-                     !BENCH_POSIX ? "no cache directory on this platform"
-                     : be == BACKEND_TCC ? (w ? "tcc has no disk cache: a second compile" : "first compile")
-                     : (w ? "second compile: cache hit" : "fresh KILN_CACHE_DIR"));
-            report(b, S, cse, impl, &st, "ms", 0, NULL, NULL, 0, note);
-        }
-    }
-#if BENCH_POSIX
-    if (saved) setenv("KILN_CACHE_DIR", saved, 1);
-    else unsetenv("KILN_CACHE_DIR");
-    free(saved);
-#endif
-done:
-    autodiff_release(ctx);
-    graph_free(g);
-    for (int i = 0; i < 4; i++) kn_free(ctx, m.p[i]);
-    kn_scope_end(ctx);
-}
-
-/* ---- compile time: the workloads' training steps ----
- * For mlp, gpt and cnn (BENCHMARKS.md, the 2-core machine's batches): a
- * whole training step (zero_grad, forward, cross-entropy, backward, Adam)
- * through kn_compile on each backend, its trace + compile time as
- * kn_fn_stats reports it: cold (a fresh $KILN_CACHE_DIR) and warm (a new
- * kn_fn compiling the same step again: backend c finds its program cache,
- * tcc has none). Every compiled step's loss is checked against the eager
- * step's on the same parameters (a fresh model from the same seed). */
-
-typedef struct {
-    Model *m;
-    kn_optim *opt;
-} Step;
-
-static kn_status step_fn(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
-{
-    Step *w = user;
-    (void)nin;
-    (void)nout;
-    kn_optim_zero_grad(w->opt);
-    kn_tensor *loss = model_loss(ctx, w->m, in[0], in[1], 1);
-    if (!loss || kn_backward(ctx, loss, 0) != KN_OK || kn_optim_step(w->opt) != KN_OK) return kn_last_status(ctx);
-    out[0] = loss;
-    return KN_OK;
-}
-
-/* A fresh model of the workload from seed, with its Adam: 0, or -1. */
-static int step_new(kn_ctx *ctx, const char *name, const ModelCfg *cfg, Step *w)
-{
-    kn_manual_seed(ctx, 11);
-    w->m = model_new(ctx, name, cfg);
-    w->opt = w->m ? kn_adam(ctx, model_params(w->m), model_nparams(w->m), NULL) : NULL;
-    return w->opt ? 0 : -1;
-}
-
-static void step_free(kn_ctx *ctx, Step *w)
-{
-    kn_optim_free(w->opt);
-    model_free(ctx, w->m);
-}
-
-/* One compile of the step on be; its trace + compile ms in *ms, its loss in *loss: 0, or -1. */
-static int step_compile(kn_ctx *ctx, const char *name, const ModelCfg *cfg, kn_backend be, kn_tensor **in,
-                        double *ms, double *loss, const char **ran)
-{
-    Step w;
-    int bad = step_new(ctx, name, cfg, &w);
-    kn_compile_opts co = {.backend = be, .params = w.m ? model_params(w.m) : NULL,
-                          .nparams = w.m ? model_nparams(w.m) : 0, .name = name};
-    kn_fn *f = bad ? NULL : kn_compile(ctx, step_fn, &w, &co);
-    kn_tensor *out[1] = {NULL};
-    kn_fn_info info;
-    kn_scope_begin(ctx);
-    bad = !f || kn_call(f, in, 2, out, 1) != KN_OK || kn_fn_stats(f, &info) != KN_OK ||
-          kn_item(ctx, out[0], loss) != KN_OK;
-    kn_scope_end(ctx);
-    if (!bad) *ms = info.compile_ms, *ran = be == KN_BACKEND_C && !strcmp(info.backend, "c") ? "c"
-                                                : be == KN_BACKEND_TCC && !strcmp(info.backend, "tcc") ? "tcc" : "interp";
-    kn_fn_free(f);
-    step_free(ctx, &w);
-    return bad ? -1 : 0;
-}
-
-static void stat_of(double *t, int n, Stat *st)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    st->min = t[0], st->max = t[n - 1], st->n = n;
-    st->med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
-
-static void compile_steps(B *b, kn_ctx *ctx)
-{
-    static const char *const names[3] = {"mlp", "gpt", "cnn"};
-    static const int64_t batch[3] = {128, 4, 16};
-    for (int mi = 0; mi < 3; mi++) {
-        const char *name = names[mi];
-        ModelCfg cfg;
-        memset(&cfg, 0, sizeof cfg);
-        if (b->o->smoke && mi == 1) cfg.vocab = 64, cfg.context = 8, cfg.d = 16, cfg.layers = 1, cfg.heads = 2;
-        if (b->o->smoke && mi == 2) cfg.width = 4, cfg.side = 8;
-        int64_t nb = b->o->smoke ? 4 : batch[mi];
-        char cse[64], note[320], what[96];
-        snprintf(what, sizeof what, "%s train step (forward, cross-entropy, backward, Adam), batch %lld%s", name,
-                 (long long)nb, b->o->smoke ? ", smoke sizes" : "");
-        kn_scope_begin(ctx);
-        Step ref;
-        kn_tensor *x = NULL, *y = NULL;
-        double want = NAN;
-        int ok = step_new(ctx, name, &cfg, &ref) == 0 && model_batch(ctx, ref.m, nb, &x, &y) == KN_OK;
-        kn_tensor *in[2] = {x, y}, *out[1] = {NULL};
-        ok = ok && step_fn(ctx, &ref, in, 2, out, 1) == KN_OK && kn_item(ctx, out[0], &want) == KN_OK;
-        if (ref.m || ref.opt) step_free(ctx, &ref);
-        snprintf(cse, sizeof cse, "%s-step", name);
-        if (!ok) {
-            report_err(b, "ops", cse, "kiln", "ms", kn_last_error(ctx), 1);
-            kn_clear_error(ctx);
-        }
-        static const kn_backend bes[2] = {KN_BACKEND_TCC, KN_BACKEND_C};
-        for (int bi = 0; bi < 2 && ok; bi++) {
-            const char *impl = bi ? "kiln-c" : "kiln-tcc";
-            int slow = bi && mi > 0; /* cc on gpt and cnn: seconds a compile */
-            int ncold = b->o->smoke || (slow && b->o->quick) ? 1 : slow ? 2 : 3, nwarm = b->o->smoke ? 1 : 3;
-            double cold[MAX_SAMPLES], warm[MAX_SAMPLES], worst = 0;
-            const char *ran = "?";
-            int bad = 0;
-#if BENCH_POSIX
-            char dir[512] = "";
-            const char *old = getenv("KILN_CACHE_DIR");
-            char *saved = old ? malloc(strlen(old) + 1) : NULL;
-            if (saved) strcpy(saved, old);
-#endif
-            for (int r = 0; r < ncold + nwarm && !bad; r++) {
-#if BENCH_POSIX
-                if (r < ncold) {
-                    if (dir[0]) remove_dir(dir);
-                    if (fresh_cache(dir, sizeof dir)) {
-                        report_err(b, "ops", cse, impl, "ms", "cannot make a temporary cache directory", 1);
-                        dir[0] = 0, bad = 1;
-                        break;
-                    }
-                }
-#endif
-                double ms = 0, loss = NAN;
-                if (step_compile(ctx, name, &cfg, bes[bi], in, &ms, &loss, &ran)) {
-                    report_err(b, "ops", cse, impl, "ms", kn_last_error(ctx), 1);
-                    kn_clear_error(ctx);
-                    bad = 1;
-                    break;
-                }
-                double e = fabs(loss - want) / (fabs(want) + 1e-30);
-                if (!(e <= worst)) worst = e;
-                if (r < ncold) cold[r] = ms;
-                else warm[r - ncold] = ms;
-            }
-#if BENCH_POSIX
-            if (dir[0]) remove_dir(dir);
-            if (saved) setenv("KILN_CACHE_DIR", saved, 1);
-            else unsetenv("KILN_CACHE_DIR");
-            free(saved);
-#endif
-            if (bad) continue;
-            if (!(worst <= TOL)) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "result check failed: the compiled step's loss vs eager's, rel err %.3g > %g",
-                         worst, TOL);
-                report_err(b, "ops", cse, impl, "ms", msg, 1);
-                continue;
-            }
-            for (int w = 0; w < 2; w++) {
-                Stat st;
-                stat_of(w ? warm : cold, w ? nwarm : ncold, &st);
-                snprintf(cse, sizeof cse, "%s-step/%s", name, w ? "warm" : "cold");
-                snprintf(note, sizeof note, "trace + compile (kn_fn_stats) of the %s on %s; loss checked vs eager "
-                         "(rel err %.2g); %s", what, ran, worst,
-                         !BENCH_POSIX ? "no cache directory on this platform"
-                         : bi == 0 ? (w ? "tcc has no disk cache: a new kn_fn compiles again" : "a new kn_fn")
-                         : (w ? "a new kn_fn: the program cache's entry" : "fresh KILN_CACHE_DIR"));
-                report(b, "ops", cse, impl, &st, "ms", 0, NULL, NULL, 0, note);
-            }
-            snprintf(cse, sizeof cse, "%s-step", name);
-        }
-        kn_free(ctx, x);
-        kn_free(ctx, y);
-        kn_scope_end(ctx);
-    }
 }
 
 int bench_ops(const BenchOpts *o)
@@ -1207,8 +833,8 @@ int bench_ops(const BenchOpts *o)
     ops_case(&b, ctx, K_SOFTMAX, cse, r, c);
     snprintf(cse, sizeof cse, "layer_norm %lldx%lld", (long long)r, (long long)c);
     ops_case(&b, ctx, K_LAYER_NORM, cse, r, c);
-    compile_bench(&b, ctx);
-    compile_steps(&b, ctx);
+    bench_compile_mlp(&b, ctx);
+    bench_compile_steps(&b, ctx);
     kn_ctx_free(ctx);
     return b.failed;
 }

@@ -1,10 +1,10 @@
 /*
- * models.h — the workloads of ../shared/BENCHMARKS.md (mlp, cnn = CIFAR
+ * models.h — the workloads of docs/BENCHMARKS.md (mlp, cnn = CIFAR
  * ResNet-18, gpt) and the small CNN that `kiln train` fits to Fashion-MNIST,
  * written against the public API, so the same code runs eagerly and inside
  * kn_compile (models.c).
  *
- *     ModelCfg c = {0};                         // zero: the BENCHMARKS.md sizes
+ *     ModelCfg c = {0};                         // zero: docs/BENCHMARKS.md's sizes
  *     Model *m = model_new(ctx, "mlp", &c);     // parameters kaiming-uniform from ctx's seed
  *     kn_tensor *x, *y;
  *     model_batch(ctx, m, 128, &x, &y);         // a synthetic batch of the right shapes
@@ -18,10 +18,10 @@
 #ifndef KN_MODELS_H
 #define KN_MODELS_H
 
-#include "kiln.h"
+#include "../kiln.h"
 
 typedef struct {
-    /* gpt: 0 means the BENCHMARKS.md size */
+    /* gpt: 0 means docs/BENCHMARKS.md's size */
     int64_t vocab, context, d, layers, heads;
     /* cnn: channels of the first stage (0: 64); smallcnn: of the first conv (0: 16) */
     int64_t width;

@@ -4,12 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kiln.h"
+#include "../kiln.h"
 #include "gradcheck.h"
 #include "bench.h"
 #include "train.h"
-
-int kn_cli_ops(void); /* opslist.c */
+#include "opslist.h"
 
 static int usage(void)
 {

@@ -28,7 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core.h"
+#include "../core.h"
 #include "gradcheck.h"
 
 #define EPS 1e-6

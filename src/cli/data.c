@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "../core.h"
 #include "data.h"
-#include "../port/port.h"
+#include "../../port/port.h"
 
 /* The bytes of a file, inflated if gzip: either malloc'd by port_read_file
  * (ctx_owned 0) or kn_alloc'd by gz_inflate (1). */

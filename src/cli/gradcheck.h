@@ -1,11 +1,11 @@
 /*
  * gradcheck.h — `kiln gradcheck`: every VJP rule against central finite
- * differences in f64, as torch.autograd.gradcheck (src/gradcheck.c).
+ * differences in f64, as torch.autograd.gradcheck (gradcheck.c).
  */
 #ifndef KN_GRADCHECK_H
 #define KN_GRADCHECK_H
 
-#include "kiln.h"
+#include "../kiln.h"
 
 /* Checks every differentiable primitive ("prim.NAME") and composite, or only
  * the one named only_op (NULL: all). print: 0 nothing, 1 the failing ops
