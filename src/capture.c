@@ -879,7 +879,8 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
     if (s == KN_OK && e->rg) { /* the tape region that runs the compiled backward */
         Region *rg = e->rg;
         RegionCall *rc = kn_alloc(ctx, sizeof *rc);
-        Seg *fw = &e->segs[0];
+        int last = e->nsegs - 1; /* the region's forward is the last segment (earlier ones end at breaks) */
+        Seg *fw = &e->segs[last];
         if (rc) {
             memset(rc, 0, sizeof *rc);
             rc->f = f;
@@ -894,7 +895,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         for (int m = 0; rc && rc->saved && m < fw->nout; m++) rc->saved[m] = NULL;
         for (int k = 0; rc && rc->src && k < rg->bwd.nin; k++) rc->src[k] = NULL;
         for (int m = 0; !s && m < fw->nout; m++)
-            if (!(rc->saved[m] = tensor_hold(ctx, vals[0][m]))) s = ctx->status;
+            if (!(rc->saved[m] = tensor_hold(ctx, vals[last][m]))) s = ctx->status;
         for (int k = 0; !s && k < rg->bwd.nin; k++) {
             Src sk = rg->bwd.in[k];
             if (sk.kind == SRC_NONE || sk.kind == SRC_COT) continue;

@@ -523,6 +523,53 @@ static void test_break_detached(int bi)
     kn_ctx_free(ctx);
 }
 
+/* A compiled forward whose only differentiable part comes after a graph break (nothing before the break
+ * requires grad, so no region ends there), with its backward after the call: the tape region of the last
+ * graph saves that graph's values (the matmul's, which the partitioner does not recompute), not the
+ * first graph's (a, b, c, the sum: what it read before, the wrong tensors or past their end) */
+static kn_status late_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    kn_tensor *p = *(kn_tensor **)user;
+    double v;
+    (void)nin, (void)nout;
+    kn_tensor *a = kn_mul(ctx, in[0], kn_scalar(ctx, 3.0)), *b = kn_exp(ctx, in[0]), *c = kn_neg(ctx, in[0]);
+    if (!a || !b || !c || kn_item(ctx, kn_sum(ctx, a, NULL, 0, 0), &v) != KN_OK) return kn_last_status(ctx);
+    kn_tensor *h = kn_tanh(ctx, kn_linear(ctx, a, p, in[1])); /* (2, 3) */
+    out[0] = kn_sum(ctx, kn_mul(ctx, kn_mul(ctx, h, h), kn_add(ctx, b, c)), NULL, 0, 0);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_break_late_grad(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 4});
+    int64_t xs[2] = {2, 3}, ps[2] = {3, 3}, n = 3;
+    kn_tensor *p = kn_param(ctx, kn_randn(ctx, KN_F32, 2, ps)), *x = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs));
+    kn_tensor *y = kn_keep(ctx, kn_requires_grad(ctx, kn_randn(ctx, KN_F32, 1, &n), 1)), *in[2] = {x, y};
+    kn_compile_opts o = {.backend = backends[bi], .params = &p, .nparams = 1, .name = "late"};
+    kn_fn *f = kn_compile(ctx, late_body, &p, &o);
+    for (int c = 0; c < 2; c++) { /* a trace, then the cached entry */
+        kn_scope_begin(ctx);
+        kn_tensor *want = NULL, *got = NULL, *gw[2], *gg[2];
+        kn_zero_grad(ctx, &p, 1);
+        kn_zero_grad(ctx, &y, 1);
+        CHECK(late_body(ctx, &p, in, 2, &want, 1) == KN_OK && kn_backward(ctx, want, 0) == KN_OK);
+        gw[0] = kn_to(ctx, kn_grad(ctx, p), KN_F64), gw[1] = kn_to(ctx, kn_grad(ctx, y), KN_F64); /* copies */
+        kn_zero_grad(ctx, &p, 1);
+        kn_zero_grad(ctx, &y, 1);
+        CHECK_MSG(kn_call(f, in, 2, &got, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK_MSG(got && kn_backward(ctx, got, 0) == KN_OK, "%s call %d: backward: %s", bname[bi], c,
+                  kn_last_error(ctx));
+        CHECK_MSG(got && max_diff(ctx, got, want) < 1e-6, "%s call %d: the output differs from eager's", bname[bi], c);
+        gg[0] = kn_grad(ctx, p), gg[1] = kn_grad(ctx, y);
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(gg[i] && max_diff(ctx, kn_to(ctx, gg[i], KN_F64), gw[i]) < 1e-5,
+                      "%s call %d: the grad of %s differs from eager's", bname[bi], c, i ? "in[1]" : "p");
+        kn_scope_end(ctx);
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
 /* (b) the whole step compiled: losses, params and buffers follow eager; reads: values the body reads before
  * its backward (a loss logged with kn_item), graph breaks the backward runs through */
 static void test_step(int bi, const char *name, ModelCfg cfg, int sgd, int reads)
@@ -1088,6 +1135,7 @@ int main(void)
         test_break_unused(bi);
         test_break_output(bi);
         test_break_detached(bi);
+        test_break_late_grad(bi);
         test_step(bi, "gpt", gpt, 0, 0);
         test_in_place(bi);
         test_step(bi, "smallcnn", small, 1, 0);
