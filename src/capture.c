@@ -1746,7 +1746,9 @@ static void materialize_stand(Capture *c, int k)
 }
 
 /* A read of t's values while tracing (kn_read, kn_item). A traced t is a
- * graph break; any value read is guarded on. */
+ * graph break; any value read is guarded on, a concrete one too (an input
+ * made concrete at a break, a value of an earlier graph, a parameter): the
+ * body may branch on it. */
 static kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
 {
     Capture *c = cap_of(ctx);
@@ -1775,8 +1777,9 @@ static kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
         ctx->trace = g;
     } else if (val.kind == SRC_NONE) {
         if (!t->st) return kn_errs(ctx, KN_EINVAL, "%s: %s of a tensor from an earlier trace", f->name, op);
-        for (int i = 0; i < c->nknown && val.kind == SRC_NONE; i++)
-            if (c->known[i].t == t && c->known[i].hold->st == t->st) val = c->known[i].src;
+        for (int i = 0; i < c->nknown && val.kind == SRC_NONE; i++) /* or another handle of it (kn_detach's) */
+            if ((c->known[i].t == t || tensor_same_layout(c->known[i].t, t)) && c->known[i].hold->st == t->st)
+                val = c->known[i].src;
         for (int i = 0; f->o.params && i < f->o.nparams && val.kind == SRC_NONE; i++)
             if (f->o.params[i] == t) val = (Src){SRC_PARAM, i, 0};
         if (val.kind == SRC_NONE && (val = held_src(c, t)).kind == SRC_NONE) return ctx->status;

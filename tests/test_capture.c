@@ -605,6 +605,52 @@ static void test_break_detach_input(int bi)
     kn_ctx_free(ctx);
 }
 
+/* A read of a concrete tensor while tracing is guarded as a traced one is: an input once a break made it
+ * concrete, a value of an earlier graph, a parameter. The body branches on each; a call where one of
+ * them reads otherwise traces again (each was read unguarded: a later call took the traced branch) */
+static kn_status read_concrete_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out,
+                                    int nout)
+{
+    kn_tensor *p = *(kn_tensor **)user;
+    double v, pv;
+    float r[3], hv[3];
+    (void)nin, (void)nout;
+    kn_tensor *h = kn_mul(ctx, in[0], kn_scalar(ctx, 2.0));
+    if (!h || kn_item(ctx, kn_sum(ctx, in[1], NULL, 0, 0), &v) != KN_OK) return kn_last_status(ctx);
+    if (kn_read(ctx, in[0], r, sizeof r) || kn_read(ctx, h, hv, sizeof hv) || kn_item(ctx, p, &pv))
+        return kn_last_status(ctx);
+    double k = (hv[1] > 0 ? 10 : -10) + (pv > 0 ? 100 : -100);
+    out[0] = kn_add(ctx, kn_mul(ctx, in[0], kn_scalar(ctx, r[0] > 0 ? 1.0 : -1.0)), kn_scalar(ctx, k));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_break_read_concrete(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    int64_t n = 3, one = 1;
+    float xs[4][3] = {{1, 2, 3}, {-1, 2, 3}, {-1, -2, 3}, {-1, -2, 3}}, yv[3] = {0.5f, 1, 1.5f}, pv = 0.5f;
+    kn_tensor *p = kn_param(ctx, kn_tensor_from(ctx, KN_F32, 1, &one, &pv));
+    kn_optim *sgd = kn_sgd(ctx, &p, 1, &(kn_sgd_opts){.lr = 1});
+    kn_compile_opts o = {.backend = backends[bi], .params = &p, .nparams = 1, .name = "read_concrete"};
+    kn_fn *f = kn_compile(ctx, read_concrete_body, &p, &o);
+    for (int c = 0; c < 4; c++) { /* in[0][0] turns negative, then in[0][1], then p (by an eager step) */
+        kn_scope_begin(ctx);
+        if (c == 3) {
+            kn_optim_zero_grad(sgd);
+            CHECK(kn_backward(ctx, kn_sum(ctx, p, NULL, 0, 0), 0) == KN_OK && kn_optim_step(sgd) == KN_OK);
+        }
+        kn_tensor *in[2] = {kn_tensor_from(ctx, KN_F32, 1, &n, xs[c]), kn_tensor_from(ctx, KN_F32, 1, &n, yv)};
+        kn_tensor *got = NULL, *want = NULL;
+        CHECK(read_concrete_body(ctx, &p, in, 2, &want, 1) == KN_OK);
+        CHECK_MSG(kn_call(f, in, 2, &got, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK_MSG(max_diff(ctx, got, want) == 0, "%s call %d: the output differs from eager's", bname[bi], c);
+        kn_scope_end(ctx);
+    }
+    kn_fn_free(f);
+    kn_optim_free(sgd);
+    kn_ctx_free(ctx);
+}
+
 /* (b) the whole step compiled: losses, params and buffers follow eager; reads: values the body reads before
  * its backward (a loss logged with kn_item), graph breaks the backward runs through */
 static void test_step(int bi, const char *name, ModelCfg cfg, int sgd, int reads)
@@ -1172,6 +1218,7 @@ int main(void)
         test_break_detached(bi);
         test_break_late_grad(bi);
         test_break_detach_input(bi);
+        test_break_read_concrete(bi);
         test_step(bi, "gpt", gpt, 0, 0);
         test_in_place(bi);
         test_step(bi, "smallcnn", small, 1, 0);
