@@ -359,6 +359,19 @@ static Src held_src(Capture *c, kn_tensor *t)
     return (Src){SRC_HELD, e->nheld++, 0};
 }
 
+/* Which input's stand-in t is: the stand-in itself, or once the stand-in is concrete (materialize_stand)
+ * another handle of it that the body made (kn_detach's), which eager would make of that call's input too;
+ * -1 if neither. The caller's own handle of the input is not one: a body that reads it directly reads that
+ * tensor, whatever a later call passes. */
+static int stand_of(const Capture *c, const kn_tensor *t)
+{
+    for (int k = 0; k < c->e->nin; k++) {
+        const kn_tensor *x = c->stand[k];
+        if (t == x || (x->st && t->st == x->st && t != c->in[k] && tensor_same_layout(t, x))) return k;
+    }
+    return -1;
+}
+
 /* Classifies g's input node v (a concrete tensor met while tracing, or a stand-in). */
 static Src source_of(Capture *c, const Graph *g, uint32_t v, uint32_t cot_node)
 {
@@ -366,8 +379,8 @@ static Src source_of(Capture *c, const Graph *g, uint32_t v, uint32_t cot_node)
     if (v == cot_node) return (Src){SRC_COT, 0, 0};
     kn_tensor *t = g->input_vals[g->nodes[v].p.i[0]];
     kn_fn *f = c->f;
-    for (int k = 0; k < c->e->nin; k++)
-        if (t == c->stand[k]) return (Src){SRC_IN, k, 0};
+    int k = stand_of(c, t);
+    if (k >= 0) return (Src){SRC_IN, k, 0};
     for (int i = 0; i < c->nknown; i++)
         if (c->known[i].t == t && c->known[i].hold->st == t->st) return c->known[i].src;
     for (int i = 0; i < c->ntr; i++)
@@ -879,7 +892,8 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
     if (s == KN_OK && e->rg) { /* the tape region that runs the compiled backward */
         Region *rg = e->rg;
         RegionCall *rc = kn_alloc(ctx, sizeof *rc);
-        Seg *fw = &e->segs[0];
+        int last = e->nsegs - 1; /* the region's forward is the last segment (earlier ones end at breaks) */
+        Seg *fw = &e->segs[last];
         if (rc) {
             memset(rc, 0, sizeof *rc);
             rc->f = f;
@@ -894,7 +908,7 @@ static int run_entry(kn_fn *f, CEntry *e, kn_tensor *const *in, kn_tensor **out,
         for (int m = 0; rc && rc->saved && m < fw->nout; m++) rc->saved[m] = NULL;
         for (int k = 0; rc && rc->src && k < rg->bwd.nin; k++) rc->src[k] = NULL;
         for (int m = 0; !s && m < fw->nout; m++)
-            if (!(rc->saved[m] = tensor_hold(ctx, vals[0][m]))) s = ctx->status;
+            if (!(rc->saved[m] = tensor_hold(ctx, vals[last][m]))) s = ctx->status;
         for (int k = 0; !s && k < rg->bwd.nin; k++) {
             Src sk = rg->bwd.in[k];
             if (sk.kind == SRC_NONE || sk.kind == SRC_COT) continue;
@@ -1146,8 +1160,7 @@ static int capture_root(kn_ctx *ctx, kn_tensor *x)
 {
     Capture *c = cap_of(ctx);
     if (!c) return 0;
-    for (int k = 0; k < c->e->nin; k++)
-        if (x == c->stand[k]) return 0; /* made concrete at a break: views of it stay in the call's values */
+    if (stand_of(c, x) >= 0) return 0; /* made concrete at a break: views of it stay in the call's values */
     for (int i = 0; i < c->nroots; i++)
         if (c->roots[i].t == x && c->roots[i].hold && c->roots[i].hold->st == x->st) return i + 1;
     kn_tensor *h = tensor_hold(ctx, x);
@@ -1229,8 +1242,8 @@ static int value_src(Capture *c, kn_tensor *t, uint32_t *outs, int *nouts, int c
         *src = (Src){SRC_SEG, c->seg, m};
         return KN_OK;
     }
-    for (int k = 0; k < c->e->nin; k++)
-        if (t == c->stand[k]) return *src = (Src){SRC_IN, k, 0}, KN_OK;
+    int k = stand_of(c, t);
+    if (k >= 0) return *src = (Src){SRC_IN, k, 0}, KN_OK;
     for (int i = 0; i < c->nknown; i++) /* the value itself, or another handle of it (kn_detach's) */
         if ((c->known[i].t == t || tensor_same_layout(c->known[i].t, t)) && c->known[i].hold->st == t->st)
             return *src = c->known[i].src, KN_OK;
@@ -1733,7 +1746,9 @@ static void materialize_stand(Capture *c, int k)
 }
 
 /* A read of t's values while tracing (kn_read, kn_item). A traced t is a
- * graph break; any value read is guarded on. */
+ * graph break; any value read is guarded on, a concrete one too (an input
+ * made concrete at a break, a value of an earlier graph, a parameter): the
+ * body may branch on it. */
 static kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
 {
     Capture *c = cap_of(ctx);
@@ -1742,11 +1757,11 @@ static kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
     Src val = {SRC_NONE, 0, 0};
     kn_status s = KN_OK;
     if (c->probe) return kn_errs(ctx, KN_EUNSUPPORTED, "%s reads a value", op);
-    for (int k = 0; k < e->nin && val.kind == SRC_NONE; k++)
-        if (t == c->stand[k]) {
-            val = (Src){SRC_IN, k, 0};
-            materialize_stand(c, k);
-        }
+    int k = stand_of(c, t);
+    if (k >= 0) {
+        val = (Src){SRC_IN, k, 0};
+        materialize_stand(c, k);
+    }
     if (val.kind == SRC_NONE && is_traced(ctx, t)) {
         if (f->o.fullgraph)
             return kn_errs(ctx, KN_EUNSUPPORTED, "%s: %s reads the value of a traced tensor (a graph break) and "
@@ -1762,8 +1777,9 @@ static kn_status capture_break(kn_ctx *ctx, kn_tensor *t, const char *op)
         ctx->trace = g;
     } else if (val.kind == SRC_NONE) {
         if (!t->st) return kn_errs(ctx, KN_EINVAL, "%s: %s of a tensor from an earlier trace", f->name, op);
-        for (int i = 0; i < c->nknown && val.kind == SRC_NONE; i++)
-            if (c->known[i].t == t && c->known[i].hold->st == t->st) val = c->known[i].src;
+        for (int i = 0; i < c->nknown && val.kind == SRC_NONE; i++) /* or another handle of it (kn_detach's) */
+            if ((c->known[i].t == t || tensor_same_layout(c->known[i].t, t)) && c->known[i].hold->st == t->st)
+                val = c->known[i].src;
         for (int i = 0; f->o.params && i < f->o.nparams && val.kind == SRC_NONE; i++)
             if (f->o.params[i] == t) val = (Src){SRC_PARAM, i, 0};
         if (val.kind == SRC_NONE && (val = held_src(c, t)).kind == SRC_NONE) return ctx->status;

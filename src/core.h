@@ -359,7 +359,8 @@ void autodiff_truncate(kn_ctx *ctx, uint32_t len); /* drop entries from len on *
  * While kn_call traces a body, ctx->capture points at these (capture.c installs them, as the first
  * member of its state); the core calls up to the tracer only through them, never by name. */
 typedef struct TraceHooks {
-    kn_status (*read)(kn_ctx *ctx, kn_tensor *t, const char *op);    /* a read of symbolic t: graph break */
+    kn_status (*read)(kn_ctx *ctx, kn_tensor *t, const char *op);    /* a read of t: a graph break if symbolic;
+                                                                        its value guarded on */
     kn_status (*write)(kn_ctx *ctx, kn_tensor *dst, kn_tensor *src); /* a traced value into a concrete tensor */
     kn_status (*set_grad)(kn_ctx *ctx, kn_tensor *leaf, kn_tensor *g, int read_old); /* .grad := g (NULL: none) */
     void (*guard_flag)(kn_ctx *ctx, const int *flag, const char *what); /* the graph assumed *flag's value */

@@ -403,7 +403,7 @@ static void copy_out(const kn_tensor *t, char *dst)
 static int check_concrete(kn_ctx *ctx, kn_tensor *t, const char *op)
 {
     if (!tensor_check(ctx, t, "t")) return 0;
-    if (ctx->capture) return ctx->capture->read(ctx, t, op) == KN_OK; /* traced, or state bound at call time */
+    if (ctx->capture) return ctx->capture->read(ctx, t, op) == KN_OK; /* traced: a break; concrete: a guard */
     if (!t->st) {
         kn_err(ctx, KN_EUNSUPPORTED, "tensor is symbolic (being traced): its values are not known yet");
         return 0;

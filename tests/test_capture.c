@@ -571,6 +571,134 @@ static void test_read_param(int bi)
     kn_ctx_free(ce);
 }
 
+/* A compiled forward whose only differentiable part comes after a graph break (nothing before the break
+ * requires grad, so no region ends there), with its backward after the call: the tape region of the last
+ * graph saves that graph's values (the matmul's, which the partitioner does not recompute), not the
+ * first graph's (a, b, c, the sum: what it read before, the wrong tensors or past their end) */
+static kn_status late_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    kn_tensor *p = *(kn_tensor **)user;
+    double v;
+    (void)nin, (void)nout;
+    kn_tensor *a = kn_mul(ctx, in[0], kn_scalar(ctx, 3.0)), *b = kn_exp(ctx, in[0]), *c = kn_neg(ctx, in[0]);
+    if (!a || !b || !c || kn_item(ctx, kn_sum(ctx, a, NULL, 0, 0), &v) != KN_OK) return kn_last_status(ctx);
+    kn_tensor *h = kn_tanh(ctx, kn_linear(ctx, a, p, in[1])); /* (2, 3) */
+    out[0] = kn_sum(ctx, kn_mul(ctx, kn_mul(ctx, h, h), kn_add(ctx, b, c)), NULL, 0, 0);
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_break_late_grad(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(&(kn_ctx_opts){.seed = 4});
+    int64_t xs[2] = {2, 3}, ps[2] = {3, 3}, n = 3;
+    kn_tensor *p = kn_param(ctx, kn_randn(ctx, KN_F32, 2, ps)), *x = kn_keep(ctx, kn_randn(ctx, KN_F32, 2, xs));
+    kn_tensor *y = kn_keep(ctx, kn_requires_grad(ctx, kn_randn(ctx, KN_F32, 1, &n), 1)), *in[2] = {x, y};
+    kn_compile_opts o = {.backend = backends[bi], .params = &p, .nparams = 1, .name = "late"};
+    kn_fn *f = kn_compile(ctx, late_body, &p, &o);
+    for (int c = 0; c < 2; c++) { /* a trace, then the cached entry */
+        kn_scope_begin(ctx);
+        kn_tensor *want = NULL, *got = NULL, *gw[2], *gg[2];
+        kn_zero_grad(ctx, &p, 1);
+        kn_zero_grad(ctx, &y, 1);
+        CHECK(late_body(ctx, &p, in, 2, &want, 1) == KN_OK && kn_backward(ctx, want, 0) == KN_OK);
+        gw[0] = kn_to(ctx, kn_grad(ctx, p), KN_F64), gw[1] = kn_to(ctx, kn_grad(ctx, y), KN_F64); /* copies */
+        kn_zero_grad(ctx, &p, 1);
+        kn_zero_grad(ctx, &y, 1);
+        CHECK_MSG(kn_call(f, in, 2, &got, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK_MSG(got && kn_backward(ctx, got, 0) == KN_OK, "%s call %d: backward: %s", bname[bi], c,
+                  kn_last_error(ctx));
+        CHECK_MSG(got && max_diff(ctx, got, want) < 1e-6, "%s call %d: the output differs from eager's", bname[bi], c);
+        gg[0] = kn_grad(ctx, p), gg[1] = kn_grad(ctx, y);
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(gg[i] && max_diff(ctx, kn_to(ctx, gg[i], KN_F64), gw[i]) < 1e-5,
+                      "%s call %d: the grad of %s differs from eager's", bname[bi], c, i ? "in[1]" : "p");
+        kn_scope_end(ctx);
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* After a graph break the inputs' stand-ins are concrete: another handle of one (kn_detach's) is that
+ * call's input, as an output and as a graph input, not the tensor the trace was given (which every later
+ * call returned and read) */
+static kn_status detach_in_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out, int nout)
+{
+    double v;
+    (void)user, (void)nin, (void)nout;
+    if (kn_item(ctx, kn_sum(ctx, in[1], NULL, 0, 0), &v) != KN_OK) return kn_last_status(ctx);
+    out[0] = kn_detach(ctx, in[0]);
+    out[1] = kn_add(ctx, kn_detach(ctx, in[0]), kn_scalar(ctx, 1.0));
+    return out[1] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_break_detach_input(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    int64_t n = 3;
+    float xv[3] = {1, -1, 2}, yv[3] = {0.5f, 1, 1.5f};
+    kn_compile_opts o = {.backend = backends[bi], .name = "detach_in"};
+    kn_fn *f = kn_compile(ctx, detach_in_body, NULL, &o);
+    for (int c = 0; c < 3; c++) { /* in[1]'s value the same each call, in[0]'s not */
+        for (int i = 0; i < 3; i++) xv[i] = -xv[i] + 0.5f * (float)c;
+        kn_scope_begin(ctx);
+        kn_tensor *in[2] = {kn_tensor_from(ctx, KN_F32, 1, &n, xv), kn_tensor_from(ctx, KN_F32, 1, &n, yv)};
+        kn_tensor *got[2] = {0}, *want[2] = {0};
+        CHECK(detach_in_body(ctx, NULL, in, 2, want, 2) == KN_OK);
+        CHECK_MSG(kn_call(f, in, 2, got, 2) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        for (int k = 0; k < 2; k++)
+            CHECK_MSG(max_diff(ctx, got[k], want[k]) == 0, "%s call %d: out[%d] differs from eager's", bname[bi], c, k);
+        kn_scope_end(ctx);
+    }
+    kn_fn_free(f);
+    kn_ctx_free(ctx);
+}
+
+/* A read of a concrete tensor while tracing is guarded as a traced one is: an input once a break made it
+ * concrete, a value of an earlier graph, a parameter. The body branches on each; a call where one of
+ * them reads otherwise traces again (each was read unguarded: a later call took the traced branch) */
+static kn_status read_concrete_body(kn_ctx *ctx, void *user, kn_tensor *const *in, int nin, kn_tensor **out,
+                                    int nout)
+{
+    kn_tensor *p = *(kn_tensor **)user;
+    double v, pv;
+    float r[3], hv[3];
+    (void)nin, (void)nout;
+    kn_tensor *h = kn_mul(ctx, in[0], kn_scalar(ctx, 2.0));
+    if (!h || kn_item(ctx, kn_sum(ctx, in[1], NULL, 0, 0), &v) != KN_OK) return kn_last_status(ctx);
+    if (kn_read(ctx, in[0], r, sizeof r) || kn_read(ctx, h, hv, sizeof hv) || kn_item(ctx, p, &pv))
+        return kn_last_status(ctx);
+    double k = (hv[1] > 0 ? 10 : -10) + (pv > 0 ? 100 : -100);
+    out[0] = kn_add(ctx, kn_mul(ctx, in[0], kn_scalar(ctx, r[0] > 0 ? 1.0 : -1.0)), kn_scalar(ctx, k));
+    return out[0] ? KN_OK : kn_last_status(ctx);
+}
+
+static void test_break_read_concrete(int bi)
+{
+    kn_ctx *ctx = kn_ctx_new(NULL);
+    int64_t n = 3, one = 1;
+    float xs[4][3] = {{1, 2, 3}, {-1, 2, 3}, {-1, -2, 3}, {-1, -2, 3}}, yv[3] = {0.5f, 1, 1.5f}, pv = 0.5f;
+    kn_tensor *p = kn_param(ctx, kn_tensor_from(ctx, KN_F32, 1, &one, &pv));
+    kn_optim *sgd = kn_sgd(ctx, &p, 1, &(kn_sgd_opts){.lr = 1});
+    kn_compile_opts o = {.backend = backends[bi], .params = &p, .nparams = 1, .name = "read_concrete"};
+    kn_fn *f = kn_compile(ctx, read_concrete_body, &p, &o);
+    for (int c = 0; c < 4; c++) { /* in[0][0] turns negative, then in[0][1], then p (by an eager step) */
+        kn_scope_begin(ctx);
+        if (c == 3) {
+            kn_optim_zero_grad(sgd);
+            CHECK(kn_backward(ctx, kn_sum(ctx, p, NULL, 0, 0), 0) == KN_OK && kn_optim_step(sgd) == KN_OK);
+        }
+        kn_tensor *in[2] = {kn_tensor_from(ctx, KN_F32, 1, &n, xs[c]), kn_tensor_from(ctx, KN_F32, 1, &n, yv)};
+        kn_tensor *got = NULL, *want = NULL;
+        CHECK(read_concrete_body(ctx, &p, in, 2, &want, 1) == KN_OK);
+        CHECK_MSG(kn_call(f, in, 2, &got, 1) == KN_OK, "%s: %s", bname[bi], kn_last_error(ctx));
+        CHECK_MSG(max_diff(ctx, got, want) == 0, "%s call %d: the output differs from eager's", bname[bi], c);
+        kn_scope_end(ctx);
+    }
+    kn_fn_free(f);
+    kn_optim_free(sgd);
+    kn_ctx_free(ctx);
+}
+
 /* (b) the whole step compiled: losses, params and buffers follow eager; reads: values the body reads before
  * its backward (a loss logged with kn_item), graph breaks the backward runs through */
 static void test_step(int bi, const char *name, ModelCfg cfg, int sgd, int reads)
@@ -1137,6 +1265,9 @@ int main(void)
         test_break_output(bi);
         test_break_detached(bi);
         test_read_param(bi);
+        test_break_late_grad(bi);
+        test_break_detach_input(bi);
+        test_break_read_concrete(bi);
         test_step(bi, "gpt", gpt, 0, 0);
         test_in_place(bi);
         test_step(bi, "smallcnn", small, 1, 0);
