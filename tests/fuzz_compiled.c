@@ -77,7 +77,7 @@
 
 #define CI_SEEDS 8     /* the CI set: seeds 1..CI_SEEDS, */
 #ifdef __SANITIZE_ADDRESS__ /* make asan: the sanitizers run each program some 3 times slower */
-#define CI_PROGRAMS 25
+#define CI_PROGRAMS 10
 #else
 #define CI_PROGRAMS 60 /* programs 0..CI_PROGRAMS-1 of each (a few minutes on 2 cores), */
 #endif
